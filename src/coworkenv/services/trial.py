@@ -1,0 +1,268 @@
+"""Trials: one task's services, isolated per trial id, and the uniform audit event.
+
+:class:`Host` holds loaded tasks (fixtures validated once) and many concurrent trials, each keyed
+by id with its own copy-on-write state. :meth:`Trial.call` is the single path every face goes
+through (in-process, HTTP, MCP): it looks the tool up, applies the trial's fault schedule,
+validates arguments, runs the handler inside an undo journal and records exactly one
+:class:`AuditEvent` — whatever happens. Contract: a call that returns an error left the trial's
+state (tables and audit collections; see :meth:`Trial.state_hash`) exactly as it was; no
+exception escapes ``call``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from coworkenv.errors import ToolError
+from coworkenv.services.faults import FaultPlan, FaultSchedule
+from coworkenv.services.service import Clock, Service, ServiceFixture, Table, ToolDef
+from coworkenv.spec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class AuditEvent:
+    """One tool call, as every grader, report and trainer sees it."""
+
+    seq: int
+    trial_id: str
+    service: str
+    tool: str
+    kind: str
+    args: dict[str, Any]
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    fault: str | None = None
+    status: int = 200
+    mock_time: str = ""
+    wall_time: float = 0.0
+    delay_s: float = 0.0
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Audit-collection entries the call appended: (action_key, record)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "trial_id": self.trial_id,
+            "service": self.service,
+            "tool": self.tool,
+            "kind": self.kind,
+            "args": self.args,
+            "ok": self.ok,
+            "result": self.result,
+            "error": self.error,
+            "fault": self.fault,
+            "status": self.status,
+            "mock_time": self.mock_time,
+            "wall_time": self.wall_time,
+            "delay_s": self.delay_s,
+            "records": [[k, r] for k, r in self.records],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AuditEvent:
+        data = dict(d)
+        data["records"] = [(k, r) for k, r in data.get("records", [])]
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTask:
+    """A task whose fixtures were validated once; trials share its fixtures read-only."""
+
+    spec: TaskSpec
+    fixtures: Mapping[str, ServiceFixture]
+    services: Mapping[str, type[Service]]
+    tools: Mapping[str, ToolDef]
+    """Exposed tools (the task's ``tools``), name → definition."""
+
+
+def load_task(spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
+    """Validate the spec's services, tools and records against the registry."""
+    from coworkenv.services import registry
+    from coworkenv.tasks.load import check_references
+
+    check_references(spec, source)
+    services = {name: registry.SERVICES[name] for name in spec.services}
+    fixtures = {name: cls.load_fixture(spec.services[name], source) for name, cls in services.items()}
+    tools: dict[str, ToolDef] = {}
+    for tname in spec.tools:
+        tools[tname] = registry.TOOLS[tname]
+    return LoadedTask(spec=spec, fixtures=fixtures, services=services, tools=tools)
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    ok: bool
+    body: Any
+    status: int
+    event: AuditEvent
+
+
+class Trial:
+    """One isolated run of a task's services."""
+
+    def __init__(self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None) -> None:
+        self.id = trial_id
+        self.task = task
+        self.clock = Clock(task.spec.mock_today)
+        self._journal: list[Any] = []
+        self.services: dict[str, Service] = {
+            name: cls(task.fixtures[name], self.clock, self._journal) for name, cls in task.services.items()
+        }
+        self.audit: list[AuditEvent] = []
+        self.faults = FaultSchedule(faults or FaultPlan(), trial_id)
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, tool: str, args: Mapping[str, Any] | None = None) -> CallResult:
+        """Run one tool call. Never raises; always records one audit event."""
+        tdef = self.task.tools.get(tool)
+        seq = len(self.audit)
+        service = tdef.service if tdef else (tool.split("_", 1)[0] if "_" in tool else "")
+        event = AuditEvent(
+            seq=seq,
+            trial_id=self.id,
+            service=service,
+            tool=tool,
+            kind=tdef.kind if tdef else "unknown",
+            args=dict(args) if isinstance(args, Mapping) else {"_raw": repr(args)},
+            ok=False,
+            mock_time=self.clock.now().isoformat(),
+            wall_time=time.time(),
+        )
+        try:
+            body, status = self._run(tdef, tool, args, event)
+        except Exception as exc:  # a bug in a handler must not crash the host
+            log.exception("tool %s raised", tool)
+            self._rollback(0)
+            err = ToolError("internal_error", f"{tool} failed: {type(exc).__name__}", status=500)
+            body, status = err.payload(), 500
+            event.ok, event.error, event.records = False, body, []
+        event.status = status
+        self.audit.append(event)
+        return CallResult(event.ok, body, status, event)
+
+    def _run(
+        self, tdef: ToolDef | None, tool: str, args: Mapping[str, Any] | None, event: AuditEvent
+    ) -> tuple[Any, int]:
+        if tdef is None:
+            known = "known" if tool in _all_tools() else "unknown"
+            msg = f"tool {tool!r} is not available in this task" if known == "known" else f"unknown tool {tool!r}"
+            err = ToolError("tool_not_available" if known == "known" else "unknown_tool", msg, status=404)
+            event.error = err.payload()
+            return event.error, err.status
+        fault = self.faults.next()
+        if fault is not None:
+            event.fault = fault.kind
+            event.delay_s = fault.delay_s
+            if fault.kind != "latency":
+                event.error = fault.payload()
+                return event.error, fault.status
+        svc = self.services[tdef.service]
+        mark = len(self._journal)
+        try:
+            parsed = tdef.parse_args(args)
+            event.args = parsed
+            result = getattr(svc, tdef.method)(**parsed)
+        except ToolError as err:
+            self._rollback(mark)
+            event.error = err.payload()
+            return event.error, err.status
+        event.records = self._committed_records(mark)
+        del self._journal[mark:]
+        event.ok = True
+        event.result = result
+        return result, 200
+
+    def _committed_records(self, mark: int) -> list[tuple[str, dict[str, Any]]]:
+        return [(key, dict(rec)) for target, key, rec, _ in self._journal[mark:] if isinstance(target, list)]
+
+    def _rollback(self, mark: int) -> None:
+        journal = self._journal
+        while len(journal) > mark:
+            target, ident, previous, had = journal.pop()
+            if isinstance(target, Table):
+                target._undo(ident, previous, had)
+            else:
+                target.pop()
+
+    # ------------------------------------------------------------------ state
+
+    def reset(self) -> None:
+        """Back to the task's fixtures: drop overlays, audit collections, events and fault state."""
+        for svc in self.services.values():
+            svc.reset()
+        self._journal.clear()
+        self.audit.clear()
+        self.faults.reset()
+
+    def snapshot(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Final state: service → table → rows."""
+        return {name: svc.snapshot() for name, svc in self.services.items()}
+
+    def audit_collections(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        return {name: svc.audit_collections() for name, svc in self.services.items()}
+
+    def state_hash(self) -> str:
+        """Hash of tables and audit collections (not of the call log)."""
+        blob = json.dumps(
+            {"tables": self.snapshot(), "audit": self.audit_collections()}, sort_keys=True, default=str
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def claw_eval_audit(self, service: str) -> dict[str, Any]:
+        """Claw-Eval's ``GET /<service>/audit`` body: calls plus the audit collections."""
+        calls = [
+            {
+                "endpoint": self.task.tools[e.tool].route if e.tool in self.task.tools else e.tool,
+                "request_body": e.args,
+                "response_body": e.result if e.ok else e.error,
+                "timestamp": e.mock_time,
+            }
+            for e in self.audit
+            if e.service == service
+        ]
+        return {"calls": calls, **self.services[service].audit_collections()}
+
+
+def _all_tools() -> Mapping[str, ToolDef]:
+    from coworkenv.services import registry
+
+    return registry.TOOLS
+
+
+class Host:
+    """Many tasks, many concurrent trials, one process."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, LoadedTask] = {}
+        self.trials: dict[str, Trial] = {}
+
+    def add_task(self, spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
+        loaded = load_task(spec, source)
+        self.tasks[spec.id] = loaded
+        return loaded
+
+    def open_trial(self, task_id: str, trial_id: str | None = None, faults: FaultPlan | None = None) -> Trial:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise KeyError(f"unknown task {task_id!r}")
+        tid = trial_id or uuid.uuid4().hex[:12]
+        if tid in self.trials:
+            raise KeyError(f"trial {tid!r} already exists")
+        trial = Trial(task, tid, faults)
+        self.trials[tid] = trial
+        return trial
+
+    def close_trial(self, trial_id: str) -> None:
+        self.trials.pop(trial_id, None)

@@ -1,0 +1,123 @@
+"""Loading task files: JSON or YAML, a file or a task directory, all-or-nothing with clear errors.
+
+``load_spec(path)`` returns a :class:`~coworkenv.spec.TaskSpec` or raises
+:class:`~coworkenv.errors.SpecError` naming the file, every offending field and what was expected.
+``check_references`` adds the rules that need the service registry: services exist, the exposed
+tools exist and belong to the task's services, checks and forbidden actions name exposed tools and
+known audit collections.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from coworkenv.errors import SpecError, SpecIssue
+from coworkenv.spec import AuditPresent, StateCheck, TaskSpec, ToolArgs, ToolCalled
+
+TASK_FILE_NAMES = ("task.json", "spec.json", "task.yaml")
+
+
+def read_data(path: Path) -> Any:
+    """Parse a JSON or YAML file, turning syntax errors into a SpecError with the position."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError.single(path, "", "file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError) as e:
+        raise SpecError.single(path, "", f"cannot read: {e}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError.single(path, "", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except yaml.YAMLError as e:
+        raise SpecError.single(path, "", f"invalid YAML: {e}") from None
+
+
+def issues_from_validation(err: ValidationError) -> list[SpecIssue]:
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+        got = e.get("input")
+        shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+        out.append(SpecIssue(loc, f"{e['msg']}{shown}"))
+    return out
+
+
+_UNION_TAGS = {
+    "tool_called", "tool_args", "audit_present", "state", "keywords_present", "min_length",
+    "categories_present", "llm_judge", "file_exists", "file_matches", "json_field", "command",
+}
+
+
+def resolve_task_file(path: Path) -> Path:
+    if path.is_dir():
+        for name in TASK_FILE_NAMES:
+            if (path / name).exists():
+                return path / name
+        raise SpecError.single(path, "", f"no task file in directory; expected one of {TASK_FILE_NAMES}")
+    return path
+
+
+def spec_from_data(data: Any, source: str | Path) -> TaskSpec:
+    if not isinstance(data, dict):
+        raise SpecError.single(source, "", f"expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        spec = TaskSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(source, issues_from_validation(e)) from None
+    check_references(spec, source)
+    return spec
+
+
+def load_spec(path: str | Path) -> TaskSpec:
+    """Load and fully validate one task (file or directory)."""
+    p = resolve_task_file(Path(path))
+    return spec_from_data(read_data(p), p)
+
+
+def check_references(spec: TaskSpec, source: str | Path) -> None:
+    """Registry rules; raises SpecError listing every problem."""
+    from coworkenv.services.registry import SERVICES, TOOLS
+
+    issues: list[SpecIssue] = []
+    for name in spec.services:
+        if name not in SERVICES:
+            issues.append(SpecIssue(f"services.{name}", f"unknown service; registered: {sorted(SERVICES)}"))
+    for i, tname in enumerate(spec.tools):
+        tdef = TOOLS.get(tname)
+        if tdef is None:
+            issues.append(SpecIssue(f"tools[{i}]", f"unknown tool {tname!r}"))
+        elif tdef.service not in spec.services:
+            issues.append(SpecIssue(f"tools[{i}]", f"tool {tname!r} needs service {tdef.service!r}, not in services"))
+    exposed = set(spec.tools)
+    for i, c in enumerate(spec.completion_checks):
+        where = f"completion_checks[{i}]"
+        if isinstance(c, ToolCalled | ToolArgs) and c.tool not in exposed:
+            issues.append(SpecIssue(f"{where}.tool", f"{c.tool!r} is not an exposed tool of this task"))
+        if isinstance(c, AuditPresent | StateCheck) and c.service not in spec.services:
+            issues.append(SpecIssue(f"{where}.service", f"{c.service!r} is not a service of this task"))
+        if isinstance(c, AuditPresent) and c.service in SERVICES:
+            keys = SERVICES[c.service].audit_keys
+            if c.action_key not in keys:
+                issues.append(SpecIssue(f"{where}.action_key", f"{c.action_key!r} not an audit key of {c.service}; expected one of {list(keys)}"))
+        if isinstance(c, StateCheck) and c.service in SERVICES and c.table not in SERVICES[c.service].tables:
+            issues.append(SpecIssue(f"{where}.table", f"{c.table!r} not a table of {c.service}; expected one of {sorted(SERVICES[c.service].tables)}"))
+    for i, f in enumerate(spec.forbidden):
+        if f.tool not in TOOLS:
+            issues.append(SpecIssue(f"forbidden[{i}].tool", f"unknown tool {f.tool!r}"))
+    for i, a in enumerate(spec.expected_actions):
+        if a.service in SERVICES and a.action_key not in SERVICES[a.service].audit_keys:
+            issues.append(SpecIssue(f"expected_actions[{i}].action_key", f"{a.action_key!r} not an audit key of {a.service}; expected one of {list(SERVICES[a.service].audit_keys)}"))
+    for i, step in enumerate(spec.reference.steps):
+        tool_name = getattr(step, "tool", None)
+        if tool_name is not None and tool_name not in exposed:
+            issues.append(SpecIssue(f"reference.steps[{i}].tool", f"{tool_name!r} is not an exposed tool of this task"))
+    if issues:
+        raise SpecError(source, issues)
