@@ -288,7 +288,7 @@ Records = dict[str, list[dict[str, Any]]]
 class TaskSpec(Frozen):
     """One executable task."""
 
-    schema_version: Literal["1"] = SCHEMA_VERSION
+    schema_version: Literal["1"] = "1"
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     name: str = Field(min_length=1)
     category: str = Field(min_length=1)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
@@ -34,12 +35,15 @@ _PRIORITIES = ("low", "medium", "high", "critical", "urgent")
 class Helpdesk(Service):
     name = "helpdesk"
     title = "Helpdesk / ticketing"
-    tables = {"tickets": TableDef(Ticket, "ticket_id", "tickets.json")}
+    tables: ClassVar[Mapping[str, TableDef]] = {"tickets": TableDef(Ticket, "ticket_id", "tickets.json")}
 
     @tool("/helpdesk/tickets")
     def helpdesk_list_tickets(
         self,
-        status: Annotated[str, Field(description="Ticket status filter (open/in_progress/closed/all)")] = "open",
+        *,
+        status: Annotated[
+            str, Field(description="Ticket status filter (open/in_progress/closed/all)")
+        ] = "open",
         priority: Annotated[str | None, Field(description="Priority filter")] = None,
         category: Annotated[str | None, Field(description="Category filter")] = None,
         date_from: Annotated[str | None, Field(description="Created on or after (YYYY-MM-DD)")] = None,
@@ -47,7 +51,7 @@ class Helpdesk(Service):
     ) -> dict[str, Any]:
         """List tickets (summary fields), filtered by status, priority, category and creation date."""
         lo, hi = parse_time(date_from), parse_time(date_to)
-        if date_from and lo is None or date_to and hi is None:
+        if (date_from and lo is None) or (date_to and hi is None):
             raise invalid("date_from/date_to must be YYYY-MM-DD")
         out = []
         for t in self.table("tickets"):
@@ -66,19 +70,24 @@ class Helpdesk(Service):
         return {"tickets": out, "total": len(out)}
 
     @tool("/helpdesk/tickets/get")
-    def helpdesk_get_ticket(self, ticket_id: Annotated[str, Field(description="Ticket ID")]) -> dict[str, Any]:
+    def helpdesk_get_ticket(
+        self, ticket_id: Annotated[str, Field(description="Ticket ID")]
+    ) -> dict[str, Any]:
         """Get ticket details."""
         return dict(self.table("tickets").require(ticket_id, "Ticket"))
 
     @tool("/helpdesk/tickets/update", write=True, audit="updated_tickets")
     def helpdesk_update_ticket(
         self,
+        *,
         ticket_id: Annotated[str, Field(description="Ticket ID")],
         priority: Annotated[str | None, Field(description="New priority")] = None,
         tags: Annotated[list[str] | None, Field(description="Tag list (replaces the current tags)")] = None,
         category: Annotated[str | None, Field(description="Category")] = None,
         assigned_to: Annotated[str | None, Field(description="Assignee")] = None,
-        status: Annotated[str | None, Field(description="New status (open/in_progress/pending/resolved)")] = None,
+        status: Annotated[
+            str | None, Field(description="New status (open/in_progress/pending/resolved)")
+        ] = None,
         comment: Annotated[str | None, Field(description="Internal note appended to the ticket")] = None,
     ) -> dict[str, Any]:
         """Update a ticket (priority, tags, category, assignment, status, internal note)."""
@@ -90,12 +99,20 @@ class Helpdesk(Service):
             raise invalid(f"status must be one of {list(_STATUSES)}")
         changes: dict[str, Any] = {
             k: v
-            for k, v in (("priority", priority), ("tags", tags), ("category", category),
-                         ("assigned_to", assigned_to), ("status", status))
+            for k, v in (
+                ("priority", priority),
+                ("tags", tags),
+                ("category", category),
+                ("assigned_to", assigned_to),
+                ("status", status),
+            )
             if v is not None
         }
         if comment:
-            changes["comments"] = [*cur.get("comments", []), {"at": self.clock.now().isoformat(), "text": comment}]
+            changes["comments"] = [
+                *cur.get("comments", []),
+                {"at": self.clock.now().isoformat(), "text": comment},
+            ]
         updated = dict(tickets.update(ticket_id, **changes))
         self.emit("updated_tickets", updated)
         return {"status": "updated", "ticket": updated}
@@ -103,6 +120,7 @@ class Helpdesk(Service):
     @tool("/helpdesk/tickets/close", write=True, audit="closed")
     def helpdesk_close_ticket(
         self,
+        *,
         ticket_id: Annotated[str, Field(description="Ticket ID")],
         resolution: Annotated[str, Field(description="Resolution notes")],
     ) -> dict[str, Any]:
@@ -117,6 +135,7 @@ class Helpdesk(Service):
     @tool("/helpdesk/tickets/create", write=True, audit="created_tickets")
     def helpdesk_create_ticket(
         self,
+        *,
         title: Annotated[str, Field(description="Short summary", min_length=1)],
         description: Annotated[str, Field(description="Details")] = "",
         priority: Annotated[str, Field(description="low/medium/high/critical")] = "medium",
@@ -131,9 +150,15 @@ class Helpdesk(Service):
         while f"TK-N{n:03d}" in tickets:
             n += 1
         rec = {
-            "ticket_id": f"TK-N{n:03d}", "title": title, "description": description, "priority": priority,
-            "status": "open", "customer_id": customer_id, "category": category,
-            "created_at": self.clock.now().isoformat(), "tags": [],
+            "ticket_id": f"TK-N{n:03d}",
+            "title": title,
+            "description": description,
+            "priority": priority,
+            "status": "open",
+            "customer_id": customer_id,
+            "category": category,
+            "created_at": self.clock.now().isoformat(),
+            "tags": [],
         }
         stored = dict(tickets.put(rec))
         self.emit("created_tickets", stored)

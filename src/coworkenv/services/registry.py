@@ -10,10 +10,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from coworkenv.services.calendar import Calendar
+from coworkenv.services.config import Config
+from coworkenv.services.contacts import Contacts
+from coworkenv.services.crm import Crm
+from coworkenv.services.documents import Documents
+from coworkenv.services.finance import Finance
+from coworkenv.services.gmail import Gmail
 from coworkenv.services.helpdesk import Helpdesk
+from coworkenv.services.inventory import Inventory
+from coworkenv.services.kb import KnowledgeBase
+from coworkenv.services.notes import Notes
+from coworkenv.services.rss import Rss
+from coworkenv.services.scheduler import Scheduler
 from coworkenv.services.service import Service, ToolDef
+from coworkenv.services.todo import Todo
 
-_CLASSES: tuple[type[Service], ...] = (Helpdesk,)
+_CLASSES: tuple[type[Service], ...] = (
+    Helpdesk,
+    Gmail,
+    Contacts,
+    Crm,
+    KnowledgeBase,
+    Finance,
+    Documents,
+    Calendar,
+    Todo,
+    Notes,
+    Inventory,
+    Rss,
+    Config,
+    Scheduler,
+)
 
 
 def _build() -> tuple[Mapping[str, type[Service]], Mapping[str, ToolDef]]:

@@ -48,12 +48,16 @@ class TableDef:
 
     ``fixture`` is the file name under ``fixtures/<service>/`` in Claw-Eval's layout. ``wrapper``
     names a top-level key when the file holds ``{wrapper: [...]}`` instead of a bare list.
+    ``aliases`` are other fixture file names holding the same kind of record (Claw-Eval tasks name
+    the file differently, e.g. inventory ``items.json`` for ``products.json``); rows of several
+    files feeding one table are merged (a repeated id is an error).
     """
 
     record: type[Record]
     key: str
     fixture: str
     wrapper: str | None = None
+    aliases: tuple[str, ...] = ()
 
 
 class Table:
@@ -149,7 +153,9 @@ class _ToolMeta:
     name: str | None
 
 
-def tool(route: str, *, write: bool = False, audit: str | None = None, name: str | None = None) -> Callable[[F], F]:
+def tool(
+    route: str, *, write: bool = False, audit: str | None = None, name: str | None = None
+) -> Callable[[F], F]:
     """Mark a service method as a tool.
 
     ``route`` is the HTTP path (Claw-Eval's, e.g. ``/helpdesk/tickets/update``); ``write`` tags
@@ -209,13 +215,19 @@ class ToolDef:
             problems = [
                 f"{'.'.join(str(p) for p in err['loc']) or '<args>'}: {err['msg']}" for err in e.errors()
             ]
-            raise invalid(f"invalid arguments for {self.name}: " + "; ".join(problems), problems=problems) from None
+            raise invalid(
+                f"invalid arguments for {self.name}: " + "; ".join(problems), problems=problems
+            ) from None
         return model.model_dump(exclude_unset=False)
 
     def openai_schema(self) -> JSON:
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema()},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema(),
+            },
         }
 
 
@@ -317,7 +329,9 @@ class Service:
     def __init__(self, fixture: ServiceFixture, clock: Clock, journal: list[Any]) -> None:
         self.clock = clock
         self._journal = journal
-        self._tables = {name: Table(fixture.tables.get(name, {}), d.key, journal) for name, d in self.tables.items()}
+        self._tables = {
+            name: Table(fixture.tables.get(name, {}), d.key, journal) for name, d in self.tables.items()
+        }
         self._audit: dict[str, list[Mapping[str, Any]]] = {k: [] for k in self.audit_keys}
 
     # -- state access for handlers
@@ -355,7 +369,7 @@ class Service:
         """
         from coworkenv.errors import SpecError
 
-        by_file = {d.fixture: name for name, d in cls.tables.items()}
+        by_file = {f: name for name, d in cls.tables.items() for f in (d.fixture, *d.aliases)}
         issues: list[SpecIssue] = []
         tables: dict[str, Mapping[str, Mapping[str, Any]]] = {}
         for raw_key, rows in records.items():
@@ -363,15 +377,17 @@ class Service:
             where = f"services.{cls.name}.{raw_key}"
             if tname is None:
                 known = sorted(cls.tables)
-                issues.append(SpecIssue(where, f"unknown table for service {cls.name}; expected one of {known}"))
+                issues.append(
+                    SpecIssue(where, f"unknown table for service {cls.name}; expected one of {known}")
+                )
                 continue
             tdef = cls.tables[tname]
             if tdef.wrapper is not None and isinstance(rows, Mapping):
-                rows = rows.get(tdef.wrapper, [])
+                rows = rows.get(tdef.wrapper, [])  # noqa: PLW2901 - unwrap {wrapper: [...]}
             if not isinstance(rows, list):
                 issues.append(SpecIssue(where, f"expected a list of records, got {type(rows).__name__}"))
                 continue
-            parsed: dict[str, Mapping[str, Any]] = {}
+            parsed: dict[str, Mapping[str, Any]] = dict(tables.get(tname, {}))
             for i, row in enumerate(rows):
                 try:
                     rec = tdef.record.model_validate(row)

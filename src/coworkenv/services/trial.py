@@ -157,7 +157,11 @@ class Trial:
     ) -> tuple[Any, int]:
         if tdef is None:
             known = "known" if tool in _all_tools() else "unknown"
-            msg = f"tool {tool!r} is not available in this task" if known == "known" else f"unknown tool {tool!r}"
+            msg = (
+                f"tool {tool!r} is not available in this task"
+                if known == "known"
+                else f"unknown tool {tool!r}"
+            )
             err = ToolError("tool_not_available" if known == "known" else "unknown_tool", msg, status=404)
             event.error = err.payload()
             return event.error, err.status

@@ -35,7 +35,9 @@ def read_data(path: Path) -> Any:
             return yaml.safe_load(text)
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise SpecError.single(path, "", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise SpecError.single(
+            path, "", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     except yaml.YAMLError as e:
         raise SpecError.single(path, "", f"invalid YAML: {e}") from None
 
@@ -51,8 +53,18 @@ def issues_from_validation(err: ValidationError) -> list[SpecIssue]:
 
 
 _UNION_TAGS = {
-    "tool_called", "tool_args", "audit_present", "state", "keywords_present", "min_length",
-    "categories_present", "llm_judge", "file_exists", "file_matches", "json_field", "command",
+    "tool_called",
+    "tool_args",
+    "audit_present",
+    "state",
+    "keywords_present",
+    "min_length",
+    "categories_present",
+    "llm_judge",
+    "file_exists",
+    "file_matches",
+    "json_field",
+    "command",
 }
 
 
@@ -87,15 +99,22 @@ def check_references(spec: TaskSpec, source: str | Path) -> None:
     from coworkenv.services.registry import SERVICES, TOOLS
 
     issues: list[SpecIssue] = []
-    for name in spec.services:
+    for name, records in spec.services.items():
         if name not in SERVICES:
             issues.append(SpecIssue(f"services.{name}", f"unknown service; registered: {sorted(SERVICES)}"))
+            continue
+        try:
+            SERVICES[name].load_fixture(records, str(source))
+        except SpecError as e:
+            issues.extend(e.issues)
     for i, tname in enumerate(spec.tools):
         tdef = TOOLS.get(tname)
         if tdef is None:
             issues.append(SpecIssue(f"tools[{i}]", f"unknown tool {tname!r}"))
         elif tdef.service not in spec.services:
-            issues.append(SpecIssue(f"tools[{i}]", f"tool {tname!r} needs service {tdef.service!r}, not in services"))
+            issues.append(
+                SpecIssue(f"tools[{i}]", f"tool {tname!r} needs service {tdef.service!r}, not in services")
+            )
     exposed = set(spec.tools)
     for i, c in enumerate(spec.completion_checks):
         where = f"completion_checks[{i}]"
@@ -106,18 +125,37 @@ def check_references(spec: TaskSpec, source: str | Path) -> None:
         if isinstance(c, AuditPresent) and c.service in SERVICES:
             keys = SERVICES[c.service].audit_keys
             if c.action_key not in keys:
-                issues.append(SpecIssue(f"{where}.action_key", f"{c.action_key!r} not an audit key of {c.service}; expected one of {list(keys)}"))
+                issues.append(
+                    SpecIssue(
+                        f"{where}.action_key",
+                        f"{c.action_key!r} not an audit key of {c.service}; expected one of {list(keys)}",
+                    )
+                )
         if isinstance(c, StateCheck) and c.service in SERVICES and c.table not in SERVICES[c.service].tables:
-            issues.append(SpecIssue(f"{where}.table", f"{c.table!r} not a table of {c.service}; expected one of {sorted(SERVICES[c.service].tables)}"))
+            issues.append(
+                SpecIssue(
+                    f"{where}.table",
+                    f"{c.table!r} not a table of {c.service}; "
+                    f"expected one of {sorted(SERVICES[c.service].tables)}",
+                )
+            )
     for i, f in enumerate(spec.forbidden):
         if f.tool not in TOOLS:
             issues.append(SpecIssue(f"forbidden[{i}].tool", f"unknown tool {f.tool!r}"))
     for i, a in enumerate(spec.expected_actions):
         if a.service in SERVICES and a.action_key not in SERVICES[a.service].audit_keys:
-            issues.append(SpecIssue(f"expected_actions[{i}].action_key", f"{a.action_key!r} not an audit key of {a.service}; expected one of {list(SERVICES[a.service].audit_keys)}"))
+            issues.append(
+                SpecIssue(
+                    f"expected_actions[{i}].action_key",
+                    f"{a.action_key!r} not an audit key of {a.service}; "
+                    f"expected one of {list(SERVICES[a.service].audit_keys)}",
+                )
+            )
     for i, step in enumerate(spec.reference.steps):
         tool_name = getattr(step, "tool", None)
-        if tool_name is not None and tool_name not in exposed:
-            issues.append(SpecIssue(f"reference.steps[{i}].tool", f"{tool_name!r} is not an exposed tool of this task"))
+        if tool_name is not None and tool_name not in exposed and not tool_name.startswith("workspace."):
+            issues.append(
+                SpecIssue(f"reference.steps[{i}].tool", f"{tool_name!r} is not an exposed tool of this task")
+            )
     if issues:
         raise SpecError(source, issues)

@@ -1,0 +1,397 @@
+"""HTTP face: one FastAPI app for a :class:`Host`, every tool at its Claw-Eval route, per trial.
+
+Routes (all bodies JSON; every error is ``{"error": str, "code": str, ...}``)::
+
+    POST   /trials                      {task_id, trial_id?, faults?} -> 201 {trial_id, prefix, base_url, ...}
+    GET    /trials                      open trial ids
+    DELETE /trials/{tid}
+    GET    /health, /tasks
+    POST   /t/{tid}/<tool route>        JSON body = arguments (empty body = {}) -> Trial.call
+    GET    /t/{tid}/<service>/audit     Claw-Eval's audit body (calls + audit collections)
+    POST   /t/{tid}/<service>/reset     that service back to its fixtures, its calls dropped
+    POST   /t/{tid}/reset               the whole trial back to its fixtures
+    GET    /t/{tid}/events[?since=N]    uniform AuditEvents
+    GET    /t/{tid}/state               tables, audit collections, state hash
+    GET    /t/{tid}/health, /t/{tid}/<service>/health
+    GET    /t/{tid}/tools               OpenAI-style function schemas of the exposed tools
+    *      /t/{tid}/mcp                 MCP streamable HTTP (see :mod:`coworkenv.serve.mcp`)
+
+Contract: a tool route does one dict lookup (route -> ToolDef) and one :meth:`Trial.call` with the
+raw decoded body — no per-request model construction here; ``call`` validates. The status code is
+``CallResult.status``; a fault's latency is awaited; a 429 carries ``Retry-After``. Audit, reset,
+health and events never fault and never record. A Claw-Eval health probe (header
+``X-Health-Check: 1``) on a tool route is answered without calling the tool. With
+``create_app(host, default_trial=tid)`` the same per-trial routes are also served without the
+``/t/{tid}`` prefix, so Claw-Eval's harness can point at the app as if it were its mock services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import orjson
+import uvicorn
+from fastapi import FastAPI
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from coworkenv.serve import to_json
+from coworkenv.services.faults import FaultPlan
+from coworkenv.services.service import ToolDef
+from coworkenv.services.trial import Host, LoadedTask, Trial
+
+TRIAL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_TRIAL_FIELDS = frozenset({"task_id", "trial_id", "faults"})
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(to_json(body), status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(code: str, message: str, status: int, **extra: Any) -> Response:
+    return json_response({"error": message, "code": code, **extra}, status)
+
+
+# ---------------------------------------------------------------- route index
+
+
+_GLOBAL_ROUTES: dict[str, ToolDef] = {}
+_task_routes: dict[int, tuple[LoadedTask, dict[str, ToolDef]]] = {}
+_CACHE_LIMIT = 1024
+
+
+def task_routes(task: LoadedTask) -> Mapping[str, ToolDef]:
+    """Route -> ToolDef of the task's exposed tools (built once per loaded task; bounded cache)."""
+    hit = _task_routes.get(id(task))
+    if hit is None or hit[0] is not task:
+        if len(_task_routes) >= _CACHE_LIMIT:
+            _task_routes.clear()
+        hit = (task, {t.route: t for t in task.tools.values()})
+        _task_routes[id(task)] = hit
+    return hit[1]
+
+
+def registry_routes() -> Mapping[str, ToolDef]:
+    """Route -> ToolDef of every registered tool (for calls to tools a task does not expose)."""
+    if not _GLOBAL_ROUTES:
+        from coworkenv.services import registry
+
+        _GLOBAL_ROUTES.update({t.route: t for t in registry.TOOLS.values()})
+    return _GLOBAL_ROUTES
+
+
+def reset_service(trial: Trial, service: str) -> None:
+    """Reset one service of a trial: tables and audit collections back to the fixtures, its calls
+    dropped from the call log (the remaining events are renumbered). Fault state is untouched."""
+    trial.services[service].reset()
+    kept = [e for e in trial.audit if e.service != service]
+    for i, event in enumerate(kept):
+        event.seq = i
+    trial.audit[:] = kept
+
+
+# ---------------------------------------------------------------- the app
+
+
+class _Api:
+    """The endpoints. Per-trial paths are dispatched by hand (dict lookups), not by the router."""
+
+    def __init__(self, host: Host, default_trial: str | None) -> None:
+        self.host = host
+        self.default_trial = default_trial
+
+    # -- host level
+
+    async def health(self, request: Request) -> Response:
+        return json_response({"status": "ok", "tasks": len(self.host.tasks), "trials": len(self.host.trials)})
+
+    async def tasks(self, request: Request) -> Response:
+        return json_response(
+            [
+                {
+                    "id": t.spec.id,
+                    "name": t.spec.name,
+                    "category": t.spec.category,
+                    "services": list(t.services),
+                    "tools": list(t.tools),
+                }
+                for t in self.host.tasks.values()
+            ]
+        )
+
+    async def list_trials(self, request: Request) -> Response:
+        return json_response(
+            [{"trial_id": tid, "task_id": t.task.spec.id} for tid, t in self.host.trials.items()]
+        )
+
+    async def create_trial(self, request: Request) -> Response:
+        data, bad = await _json_body(request)
+        if bad is not None:
+            return bad
+        if not isinstance(data, dict):
+            return error_response(
+                "invalid_request", "body must be a JSON object {task_id, trial_id?, faults?}", 422
+            )
+        unknown = sorted(set(data) - _TRIAL_FIELDS)
+        if unknown:
+            return error_response(
+                "invalid_request", f"unknown fields {unknown}; expected {sorted(_TRIAL_FIELDS)}", 422
+            )
+        task_id, tid = data.get("task_id"), data.get("trial_id")
+        if not isinstance(task_id, str):
+            return error_response("invalid_request", "task_id (string) is required", 422)
+        if task_id not in self.host.tasks:
+            return error_response(
+                "unknown_task", f"unknown task {task_id!r}", 404, known=sorted(self.host.tasks)
+            )
+        if tid is not None and not (isinstance(tid, str) and TRIAL_ID_PATTERN.match(tid)):
+            return error_response("invalid_request", f"trial_id must match {TRIAL_ID_PATTERN.pattern}", 422)
+        if tid is not None and tid in self.host.trials:
+            return error_response("trial_exists", f"trial {tid!r} already exists", 409)
+        faults = None
+        if data.get("faults") is not None:
+            try:
+                faults = FaultPlan.model_validate(data["faults"])
+            except ValidationError as e:
+                problems = [f"faults.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+                return error_response("invalid_request", "; ".join(problems), 422)
+        trial = self.host.open_trial(task_id, tid, faults)
+        prefix = f"/t/{trial.id}"
+        base = str(request.base_url).rstrip("/") + prefix
+        body = {
+            "trial_id": trial.id,
+            "task_id": task_id,
+            "prefix": prefix,
+            "base_url": base,
+            "mcp_url": f"{base}/mcp",
+            "tools": list(trial.task.tools),
+        }
+        return json_response(body, 201)
+
+    async def delete_trial(self, request: Request) -> Response:
+        tid = request.path_params["tid"]
+        if tid not in self.host.trials:
+            return _unknown_trial(tid)
+        self.host.close_trial(tid)
+        return json_response({"status": "closed", "trial_id": tid})
+
+    # -- per trial
+
+    async def trial_path(self, request: Request) -> Response:
+        tid = request.path_params["tid"]
+        trial = self.host.trials.get(tid)
+        if trial is None:
+            return _unknown_trial(tid)
+        return await self._dispatch(request, trial, request.path_params["path"])
+
+    async def trial_root(self, request: Request) -> Response:
+        tid = request.path_params["tid"]
+        trial = self.host.trials.get(tid)
+        if trial is None:
+            return _unknown_trial(tid)
+        return await self._dispatch(request, trial, "")
+
+    async def default_path(self, request: Request) -> Response:
+        tid = self.default_trial or ""
+        trial = self.host.trials.get(tid)
+        if trial is None:
+            return _unknown_trial(tid)
+        return await self._dispatch(request, trial, request.path_params["path"])
+
+    async def _dispatch(self, request: Request, trial: Trial, path: str) -> Response:
+        path = path.strip("/")
+        route = "/" + path
+        # Tool names and routes are global, so the registry's index finds every tool; Trial.call
+        # answers 404 tool_not_available (and records it) for one the task does not expose.
+        tdef = registry_routes().get(route) or task_routes(trial.task).get(route)
+        if tdef is not None:
+            return await self._call(request, trial, tdef)
+        method = request.method
+        head, _, tail = path.partition("/")
+        if tail in ("audit", "reset", "health") and head in trial.services:
+            if tail == "audit":
+                return _expect(method, "GET") or json_response(trial.claw_eval_audit(head))
+            if tail == "reset":
+                if (wrong := _expect(method, "POST")) is not None:
+                    return wrong
+                reset_service(trial, head)
+                return json_response({"status": "reset", "service": head})
+            return _expect(method, "GET") or json_response({"status": "ok", "service": head})
+        if path in ("", "health"):
+            return _expect(method, "GET") or json_response(
+                {
+                    "status": "ok",
+                    "trial_id": trial.id,
+                    "task_id": trial.task.spec.id,
+                    "calls": len(trial.audit),
+                }
+            )
+        if path == "events":
+            return _expect(method, "GET") or _events(request, trial)
+        if path == "tools":
+            return _expect(method, "GET") or json_response(
+                [t.openai_schema() for t in trial.task.tools.values()]
+            )
+        if path == "state":
+            return _expect(method, "GET") or json_response(
+                {
+                    "state_hash": trial.state_hash(),
+                    "tables": trial.snapshot(),
+                    "audit": trial.audit_collections(),
+                }
+            )
+        if path == "reset":
+            if (wrong := _expect(method, "POST")) is not None:
+                return wrong
+            trial.reset()
+            return json_response({"status": "reset", "trial_id": trial.id})
+        return error_response("unknown_route", f"no tool or endpoint at {route}", 404)
+
+    async def _call(self, request: Request, trial: Trial, tdef: ToolDef) -> Response:
+        if request.method != "POST":
+            return error_response("method_not_allowed", f"{tdef.route} takes POST with a JSON body", 405)
+        if request.headers.get("x-health-check") == "1":  # Claw-Eval's readiness probe: not a call
+            return json_response({"status": "ok", "service": tdef.service})
+        args, bad = await _json_body(request)
+        if bad is not None:
+            return bad
+        res = trial.call(tdef.name, args)
+        if res.event.delay_s > 0:
+            await asyncio.sleep(res.event.delay_s)
+        headers = None
+        if res.status == 429:
+            retry = res.body.get("retry_after_seconds", 1) if isinstance(res.body, dict) else 1
+            headers = {"Retry-After": str(retry)}
+        return json_response(res.body, res.status, headers)
+
+
+async def _json_body(request: Request) -> tuple[Any, Response | None]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}, None
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError as e:
+        return None, error_response("invalid_json", f"request body is not valid JSON: {e}", 400)
+
+
+def _expect(method: str, allowed: str) -> Response | None:
+    if method == allowed or (allowed == "GET" and method == "HEAD"):
+        return None
+    return error_response("method_not_allowed", f"use {allowed}", 405)
+
+
+def _unknown_trial(tid: str) -> Response:
+    return error_response("unknown_trial", f"unknown trial {tid!r}", 404)
+
+
+def _events(request: Request, trial: Trial) -> Response:
+    since_raw = request.query_params.get("since", "0")
+    try:
+        since = max(0, int(since_raw))
+    except ValueError:
+        return error_response("invalid_request", "since must be an integer", 422)
+    return json_response([e.to_dict() for e in trial.audit[since:]])
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, HTTPException):
+        return error_response(
+            "not_found" if exc.status_code == 404 else "http_error", str(exc.detail), exc.status_code
+        )
+    return error_response("internal_error", f"{type(exc).__name__}", 500)
+
+
+def create_app(host: Host, *, default_trial: str | None = None, mcp: bool = True) -> FastAPI:
+    """The HTTP (and streamable-HTTP MCP) face of ``host``'s trials.
+
+    ``default_trial`` also serves that trial's routes at the root (Claw-Eval compatibility: e.g.
+    ``POST /helpdesk/tickets``, ``GET /helpdesk/audit``, ``POST /helpdesk/reset``); the trial is
+    looked up per request, so it may be opened after the app is created. ``mcp=False`` leaves out
+    the MCP endpoint (and its lifespan).
+    """
+    from coworkenv.serve.mcp import StreamableHttpMount
+
+    api = _Api(host, default_trial)
+    mount = StreamableHttpMount(host) if mcp else None
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if mount is None:
+            yield
+            return
+        async with mount.run():
+            yield
+
+    app = FastAPI(
+        title="coworkenv services",
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _http_error},
+        docs_url=None,  # the routes are generated per trial; /t/{tid}/tools describes them
+        redoc_url=None,
+        openapi_url=None,
+    )
+    all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes: list[Route] = []  # hot path first: the router tries routes in order
+    if mount is not None:
+        for mcp_path in ("/t/{tid}/mcp", "/t/{tid}/mcp/"):
+            routes.append(Route(mcp_path, mount, methods=["GET", "POST", "DELETE"]))
+    routes += [
+        Route("/t/{tid}/{path:path}", api.trial_path, methods=all_methods),
+        Route("/t/{tid}", api.trial_root, methods=all_methods),
+        Route("/health", api.health, methods=["GET"]),
+        Route("/tasks", api.tasks, methods=["GET"]),
+        Route("/trials", api.list_trials, methods=["GET"]),
+        Route("/trials", api.create_trial, methods=["POST"]),
+        Route("/trials/{tid}", api.delete_trial, methods=["DELETE"]),
+    ]
+    if default_trial is not None:
+        routes.append(Route("/{path:path}", api.default_path, methods=all_methods))
+    app.router.routes.extend(routes)
+    return app
+
+
+# ---------------------------------------------------------------- running
+
+
+@contextmanager
+def background_server(
+    app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning"
+) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a daemon thread; yields its base URL (``port=0``: a free port).
+
+    For tests and in-process sandboxes. The app's lifespan runs (so the MCP endpoint works).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on"))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="coworkenv-http"
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"HTTP server on {host}:{bound_port} failed to start")
+            time.sleep(0.01)
+        yield f"http://{host}:{bound_port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
