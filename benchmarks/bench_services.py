@@ -1030,8 +1030,10 @@ def notes(claw: dict[str, Any] | None, cw: dict[str, Any], machine_: dict[str, A
         if tp["server_util"] > 0.9:
             sat.append(f"the server was saturated ({tp['server_util']:.0%} of a core)")
         per_round = ", ".join(f"{r['rps']:,.0f}" for r in tp["rounds"])
+        cpu_round = ", ".join(f"{r['server_cpu_per_call_ms']:.3f}" for r in tp["rounds"])
         out.append(
-            f"{side} throughput: req/s per round {per_round}; {tp['errors']:g} errors; server busy "
+            f"{side} throughput: req/s per round {per_round}; server CPU ms/call per round {cpu_round}; "
+            f"{tp['errors']:g} errors; server busy "
             f"{tp['server_util']:.0%} of a core, load generator {tp['loadgen_util']:.0%}"
             + (f"; {' and '.join(sat)}" if sat else "")
             + "."

@@ -13,8 +13,13 @@ from tests.conftest import base_spec
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "coworkenv.cli", *args], capture_output=True, text=True,
-                          timeout=180, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "coworkenv.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -73,7 +78,9 @@ def test_debug_flag_shows_traceback() -> None:
 
 
 def test_import_claw_eval_subset(claw_eval_tasks: Path, tmp_path: Path) -> None:
-    r = cli("import", "claw-eval", str(claw_eval_tasks / "T160_vip_ticket_escalation"), "--out", str(tmp_path))
+    r = cli(
+        "import", "claw-eval", str(claw_eval_tasks / "T160_vip_ticket_escalation"), "--out", str(tmp_path)
+    )
     assert r.returncode == 0, r.stderr
     spec = json.loads((tmp_path / "T160_vip_ticket_escalation" / "task.json").read_text())
     assert {f["tool"] for f in spec["forbidden"]} == {"gmail_send_message", "helpdesk_close_ticket"}

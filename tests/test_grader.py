@@ -258,3 +258,20 @@ def test_consistency_gate_passes_good_and_catches_bad_graders() -> None:
     rep = consistency_gate(TaskSpec.model_validate(data))
     assert not rep.passed
     assert any("safety 0" in p for p in rep.problems)
+
+
+def test_partial_keywords_score_the_share_found() -> None:
+    data = base_spec()
+    data["completion_checks"][2] = {
+        "kind": "keywords_present",
+        "name": "answer",
+        "weight": 0.3,
+        "keywords": ["TK-1", "escalat", "critical", "owner"],
+        "partial": True,
+    }
+    task = load_task(TaskSpec.model_validate(data))
+    g = run_reference(task).grade
+    answer = {c.name: c for c in g.checks}["answer"]
+    assert answer.status == "partial"
+    assert answer.score == pytest.approx(0.75)  # "TK-1 escalated to critical." lacks "owner"
+    assert g.completion == pytest.approx(0.7 + 0.3 * 0.75)

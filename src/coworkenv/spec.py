@@ -102,12 +102,14 @@ class StateCheck(_Check):
 class KeywordsPresent(_Check):
     """The final answer contains at least ``min_matches`` of ``keywords`` (case-insensitive).
 
-    Each keyword may list alternatives separated by ``|``. Unset ``min_matches`` means all.
+    Each keyword may list alternatives separated by ``|``. Unset ``min_matches`` means all. With
+    ``partial`` the score is the share of keywords found instead of pass/fail.
     """
 
     kind: Literal["keywords_present"] = "keywords_present"
     keywords: tuple[str, ...] = Field(min_length=1)
     min_matches: int | None = Field(default=None, ge=1)
+    partial: bool = Field(default=False, description="Score the share of keywords found (Claw-Eval's rule).")
 
 
 class MinLength(_Check):

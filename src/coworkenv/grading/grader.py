@@ -163,8 +163,12 @@ def _state(c: StateCheck, ep: Episode, key_of: Mapping[tuple[str, str], str]) ->
 
 def _keywords(c: KeywordsPresent, ep: Episode) -> _Verdict:
     hit = [k for k in c.keywords if keyword_hit(ep.final_answer, k)]
-    need = c.min_matches or len(c.keywords)
     missing = [k for k in c.keywords if k not in hit]
+    if c.partial:
+        return _Verdict(
+            len(hit) / len(c.keywords), detail=f"{len(hit)}/{len(c.keywords)} keywords; missing {missing}"
+        )
+    need = c.min_matches or len(c.keywords)
     return _Verdict(
         1.0 if len(hit) >= need else 0.0,
         detail=f"{len(hit)}/{len(c.keywords)} keywords, need {need}; missing {missing}",

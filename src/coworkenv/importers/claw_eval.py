@@ -20,8 +20,8 @@ Mapping (Claw-Eval → coworkenv):
 * ``tools`` → ``tools`` (names); each tool's ``input_schema`` and ``tool_endpoints`` route is compared
   with the registry's tool, and missing arguments, type or route differences are noted (``compat:``).
 * ``scoring_components`` → ``completion_checks``: ``tool_called`` → ToolCalled, ``keywords_present``
-  → KeywordsPresent (all keywords, case-insensitive substring: Claw-Eval's generic grader scores the
-  share of required keywords found), ``min_length`` → MinLength, ``categories_present`` →
+  → KeywordsPresent with ``partial`` (case-insensitive substring; the score is the share of keywords
+  found, as Claw-Eval's generic grader scores it), ``min_length`` → MinLength, ``categories_present`` →
   CategoriesPresent (each category name is its own keyword), ``llm_judge`` → LlmJudge (the
   component's description, with ``judge_rubric`` as context). Weights that do not sum to 1 are
   normalised. With no components (Pinbench-adapted tasks, graded by Python in Claw-Eval) the
@@ -417,7 +417,7 @@ def _checks(task: _ClawTask, yaml11: set[str]) -> tuple[list[Check], list[str]]:
             out.append((comp.name, comp.weight, "tool_called", fields))
         elif c.type == "keywords_present" and c.keywords:
             kws = tuple(_keyword(k, where, notes, yaml11) for k in c.keywords)
-            out.append((comp.name, comp.weight, "keywords_present", {"keywords": kws}))
+            out.append((comp.name, comp.weight, "keywords_present", {"keywords": kws, "partial": True}))
         elif c.type == "min_length" and c.min_length:
             if c.field not in (None, "final_text"):
                 notes.append(f"{where}: min_length on field {c.field!r} applied to the final answer")

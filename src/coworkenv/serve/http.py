@@ -93,16 +93,6 @@ def registry_routes() -> Mapping[str, ToolDef]:
     return _GLOBAL_ROUTES
 
 
-def reset_service(trial: Trial, service: str) -> None:
-    """Reset one service of a trial: tables and audit collections back to the fixtures, its calls
-    dropped from the call log (the remaining events are renumbered). Fault state is untouched."""
-    trial.services[service].reset()
-    kept = [e for e in trial.audit if e.service != service]
-    for i, event in enumerate(kept):
-        event.seq = i
-    trial.audit[:] = kept
-
-
 # ---------------------------------------------------------------- the app
 
 
@@ -227,7 +217,7 @@ class _Api:
             if tail == "reset":
                 if (wrong := _expect(method, "POST")) is not None:
                     return wrong
-                reset_service(trial, head)
+                trial.reset_service(head)
                 return json_response({"status": "reset", "service": head})
             return _expect(method, "GET") or json_response({"status": "ok", "service": head})
         if path in ("", "health"):

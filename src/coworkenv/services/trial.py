@@ -210,6 +210,16 @@ class Trial:
         self.audit.clear()
         self.faults.reset()
 
+    def reset_service(self, service: str) -> None:
+        """Reset one service (Claw-Eval's per-service ``/reset``): its tables and audit collections
+        back to the fixtures and its calls dropped from the log (remaining events renumbered).
+        Fault state is untouched."""
+        self.services[service].reset()
+        kept = [e for e in self.audit if e.service != service]
+        for i, event in enumerate(kept):
+            event.seq = i
+        self.audit[:] = kept
+
     def snapshot(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """Final state: service → table → rows."""
         return {name: svc.snapshot() for name, svc in self.services.items()}
