@@ -23,10 +23,14 @@ TASK_IDS = (
     "M1108", "M1109", "M1110", "M1111", "M1112", "M1113", "M1114",
 )
 
-# The distractor path: (answer id, distractor id) swapped in every reference argument. The answer
-# id is the record the request is really about; the distractor is the look-alike planted to
-# mislead (another customer's ticket, a deprecated article, a same-name contact...).
-DISTRACTOR_SWAP: dict[str, tuple[str, str]] = {}
+# The distractor path: (answer id, distractor id) swapped in every reference argument and in the
+# final message. The answer id is the record the request is really about; the distractor is the
+# look-alike planted to mislead (another customer's ticket, a deprecated article, a same-name
+# contact...). Default: answer_ids[0] -> distractor_ids[0].
+DISTRACTOR_SWAP: dict[str, tuple[str, str]] = {
+    # drafting the verification mail to the spoofed sender instead of the address on file
+    "M1101": ("ap@kestrelpackaging.com", "accounts@kestrel-packaging.co"),
+}
 
 
 def _files() -> dict[str, Path]:
@@ -64,7 +68,9 @@ def test_shape(spec: TaskSpec) -> None:
     assert 8 <= len(steps) <= 12
     assert spec.language == "en"
     assert spec.difficulty == "D1.5"
-    assert spec.answer_ids and spec.distractor_ids and spec.forbidden
+    assert spec.answer_ids
+    assert spec.distractor_ids
+    assert spec.forbidden
     kinds = {c.kind for c in spec.completion_checks}
     assert {"tool_called", "tool_args", "audit_present", "state", "keywords_present"} <= kinds
     assert spec.expected_actions
@@ -106,20 +112,22 @@ def test_dropping_any_write_step_fails(spec: TaskSpec) -> None:
     assert writes
     for i in writes:
         res = run_steps(task, steps[:i] + steps[i + 1:], spec.reference.final_message)
-        assert res.grade.completion is not None and res.grade.completion < 1.0, f"dropping step {i}"
-        assert res.grade.reward is not None and res.grade.reward < 1.0
+        assert (res.grade.completion or 0.0) < 1.0, f"dropping step {i} ({steps[i]}) still completes"
+        assert (res.grade.reward or 0.0) < 1.0
 
 
 def test_distractor_path_fails(spec: TaskSpec) -> None:
     answer, distractor = _swap(spec)
-    assert answer in spec.answer_ids and distractor in spec.distractor_ids
+    assert answer in spec.answer_ids
+    assert distractor in spec.distractor_ids
     steps = [ToolCall(tool=s.tool, args=_replace(s.args, answer, distractor))
              for s in spec.reference.steps if isinstance(s, ToolCall)]
     assert steps != [s for s in spec.reference.steps if isinstance(s, ToolCall)], "swap changed nothing"
     final = spec.reference.final_message.replace(answer, distractor)
     res = run_steps(load_task(spec), steps, final)
-    assert res.grade.completion is not None and res.grade.completion < 1.0
-    assert res.grade.reward is not None and res.grade.reward < 1.0
+    assert res.grade.completion is not None
+    assert res.grade.completion < 1.0
+    assert (res.grade.reward or 0.0) < 1.0
 
 
 def test_doing_nothing_scores_zero(spec: TaskSpec) -> None:
