@@ -275,3 +275,18 @@ def test_partial_keywords_score_the_share_found() -> None:
     assert answer.status == "partial"
     assert answer.score == pytest.approx(0.75)  # "TK-1 escalated to critical." lacks "owner"
     assert g.completion == pytest.approx(0.7 + 0.3 * 0.75)
+
+
+def test_gate_handles_several_substrings_of_one_field() -> None:
+    data = base_spec()
+    data["completion_checks"][1] = {
+        "kind": "tool_args",
+        "name": "updated",
+        "weight": 0.5,
+        "tool": "helpdesk_update_ticket",
+        "targets": [
+            {"field": "comment", "values": ["rotate"], "match": "icontains"},
+            {"field": "comment", "values": ["certificate"], "match": "icontains"},
+        ],
+    }
+    assert consistency_gate(TaskSpec.model_validate(data)).passed

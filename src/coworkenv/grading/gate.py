@@ -65,7 +65,13 @@ def _fill(targets: tuple[FieldTarget, ...]) -> dict[str, Any] | None:
     for t in targets:
         if t.match == "regex":
             return None
-        _set(out, t.field, t.values[0])
+        from coworkenv.grading.match import MISSING, lookup
+
+        prior = lookup(out, t.field)
+        if prior is not MISSING and t.match in ("contains", "icontains"):
+            _set(out, t.field, f"{prior} {t.values[0]}")  # several substrings of one field
+        else:
+            _set(out, t.field, t.values[0])
     return out
 
 
