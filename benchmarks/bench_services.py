@@ -218,12 +218,23 @@ class Task:
         }
 
 
-def cowork_host(task: Task) -> Any:
-    from coworkenv.services.trial import Host
+def cowork_spec(task: Task) -> tuple[Any, str]:
+    """T160 as a TaskSpec, through coworkenv's Claw-Eval importer when it is there."""
     from coworkenv.spec import TaskSpec
 
+    try:
+        from coworkenv.importers.claw_eval import import_task
+    except ImportError:
+        return TaskSpec.model_validate(task.spec_data()), "built by the benchmark from task.yaml"
+    spec, _notes = import_task(task.dir)
+    return spec, "coworkenv.importers.claw_eval.import_task"
+
+
+def cowork_host(task: Task) -> Any:
+    from coworkenv.services.trial import Host
+
     host = Host()
-    host.add_task(TaskSpec.model_validate(task.spec_data()), str(task.dir))
+    host.add_task(cowork_spec(task)[0], str(task.dir))
     return host
 
 
@@ -815,7 +826,7 @@ def rows(claw: dict[str, Any] | None, cw: dict[str, Any], trials: int) -> list[t
             False,
         ),
         (
-            "reset all 5 services, in-process (claw: 5x POST /<svc>/reset)",
+            "reset all 5 services, in-process (claw: 5x POST /{svc}/reset)",
             _get(c, "reset_http", "median_ms"),
             "ms",
             _get(cw, "reset_inproc", "median_ms"),
@@ -980,7 +991,8 @@ def markdown(o: Options, claw: dict[str, Any] | None, cw: dict[str, Any], meta: 
             f"- Machine: {m['nproc']} CPU(s), {m['cpu_model']}, {m['mem_total_gib']:.0f} GiB RAM; "
             f"load average {meta['loadavg_start']} at start, {meta['loadavg_end']} at end.",
             f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()) + ".",
-            f"- Task: {TASK_ID} (helpdesk, crm, gmail, contacts, kb), fixtures `{o.task.dir}`.",
+            f"- Task: {TASK_ID} (helpdesk, crm, gmail, contacts, kb), fixtures `{o.task.dir}`; "
+            f"coworkenv spec via {meta['coworkenv_spec']}.",
             f"- Claw-Eval: {meta['claw_eval'] or 'skipped (no --claw-eval)'}.",
             f"- Command: `{meta['command']}`",
             "",
@@ -1006,13 +1018,13 @@ def notes(claw: dict[str, Any] | None, cw: dict[str, Any], machine_: dict[str, A
         "Claw-Eval has no in-process mode, so its column is always its HTTP path.",
         "Claw-Eval trial start = all five servers spawned at once and health-polled every 5 ms (a lower "
         "bound on its real start; its ServiceManager starts them one by one with 0.3 s polls, row 3). Its "
-        "reset = POST /<svc>/reset on all five, sequentially, warm httpx client, after one draft write.",
+        "reset = POST /{svc}/reset on all five, sequentially, warm httpx client, after one draft write.",
         "Both sides serve HTTP from single uvicorn processes with uvicorn's defaults (uvloop/httptools, "
         "access log on, stdout to /dev/null) under the same interpreter; Claw-Eval binds 127.0.0.1 instead "
         "of 0.0.0.0.",
         f"Throughput: a separate asyncio/uvloop raw HTTP/1.1 keep-alive client process, {o.clients} "
         f"connections, {o.rounds} round(s) of {o.seconds:g} s per side after 1 s warm-up, sides alternating; "
-        "medians over rounds. Server CPU = utime+stime from /proc/<pid>/stat (resolution "
+        "medians over rounds. Server CPU = utime+stime from /proc/{pid}/stat (resolution "
         f"1/{CLK_TCK} s) over the window / completed requests.",
         f"coworkenv RSS per trial = RSS delta of a fresh process holding {o.trials:,} open trials after "
         f"{len(WRITES)} writes in each (ticket update + 2 drafts), / count. Claw-Eval = summed VmRSS of its "
@@ -1139,6 +1151,7 @@ def main() -> None:
         "loadavg_end": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "task": TASK_ID,
         "task_dir": str(o.task.dir),
+        "coworkenv_spec": cowork_spec(o.task)[1],
         "claw_eval": f"{claw_root} (mock_services sha256 {claw_fingerprint(claw_root)})"
         if claw_root
         else None,
