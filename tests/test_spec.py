@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coworkenv.errors import SpecError
-from coworkenv.spec import TaskSpec, task_json_schema
+from coworkenv.spec import CHECK_KINDS, TaskSpec, task_json_schema
 from coworkenv.tasks.load import load_spec, spec_from_data
 from tests.conftest import base_spec
 
@@ -33,20 +33,8 @@ def test_valid_spec_loads_and_round_trips(tmp_path: Path) -> None:
 def test_schema_is_published_and_covers_check_kinds() -> None:
     schema = task_json_schema()
     text = json.dumps(schema)
-    for kind in (
-        "tool_called",
-        "tool_args",
-        "audit_present",
-        "state",
-        "keywords_present",
-        "min_length",
-        "categories_present",
-        "llm_judge",
-        "file_exists",
-        "file_matches",
-        "json_field",
-        "command",
-    ):
+    assert len(CHECK_KINDS) == 12
+    for kind in CHECK_KINDS:
         assert f'"{kind}"' in text
     assert schema["title"] == "coworkenv TaskSpec"
 

@@ -189,6 +189,25 @@ Check = Annotated[
     Field(discriminator="kind"),
 ]
 
+CHECK_KINDS: tuple[str, ...] = tuple(
+    m.model_fields["kind"].default
+    for m in (
+        ToolCalled,
+        ToolArgs,
+        AuditPresent,
+        StateCheck,
+        KeywordsPresent,
+        MinLength,
+        CategoriesPresent,
+        LlmJudge,
+        FileExists,
+        FileMatches,
+        JsonField,
+        Command,
+    )
+)
+"""Every check kind, in declaration order."""
+
 TOOL_CHECK_KINDS = frozenset({"tool_called", "tool_args"})
 ANSWER_CHECK_KINDS = frozenset({"keywords_present", "min_length", "categories_present"})
 WORKSPACE_CHECK_KINDS = frozenset({"file_exists", "file_matches", "json_field", "command"})

@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from coworkenv.errors import SpecError, SpecIssue
-from coworkenv.spec import AuditPresent, StateCheck, TaskSpec, ToolArgs, ToolCalled
+from coworkenv.spec import CHECK_KINDS, AuditPresent, StateCheck, TaskSpec, ToolArgs, ToolCalled
 
 TASK_FILE_NAMES = ("task.json", "spec.json", "task.yaml")
 
@@ -52,20 +52,7 @@ def issues_from_validation(err: ValidationError) -> list[SpecIssue]:
     return out
 
 
-_UNION_TAGS = {
-    "tool_called",
-    "tool_args",
-    "audit_present",
-    "state",
-    "keywords_present",
-    "min_length",
-    "categories_present",
-    "llm_judge",
-    "file_exists",
-    "file_matches",
-    "json_field",
-    "command",
-}
+_UNION_TAGS = frozenset(CHECK_KINDS)
 
 
 def resolve_task_file(path: Path) -> Path:
