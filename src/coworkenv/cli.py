@@ -249,6 +249,28 @@ def mcp(
     serve_stdio(h.open_trial(spec.id, trial))
 
 
+# Each stage adds its commands through ``register(app)`` in its own ``cli`` module.
+_STAGE_CLIS = (
+    "coworkenv.synth.cli",  # plan report, synth, package
+    "coworkenv.proxy.cli",  # proxy (serve the capturing proxy)
+    "coworkenv.rollout.cli",  # rollout
+    "coworkenv.trajectories.cli",  # trees
+    "coworkenv.curation.cli",  # curate
+    "coworkenv.rl.cli",  # train sft|rl
+    "coworkenv.eval.cli",  # eval, report, job
+)
+
+
+def _register_stages() -> None:
+    import importlib
+
+    for name in _STAGE_CLIS:
+        importlib.import_module(name).register(app)
+
+
+_register_stages()
+
+
 def main(argv: list[str] | None = None) -> Any:
     try:
         rc = app(argv, standalone_mode=False)

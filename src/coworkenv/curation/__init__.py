@@ -1,0 +1,1 @@
+"""Curation: select rollouts and convert them into SFT conversations."""

@@ -1,0 +1,1 @@
+"""Evaluation: metrics (score, Pass@k, Pass^k) and reports."""

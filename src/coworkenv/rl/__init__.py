@@ -1,0 +1,1 @@
+"""RL: advantage estimators, tree-aware losses and the embedded trainer."""

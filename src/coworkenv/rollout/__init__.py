@@ -1,0 +1,1 @@
+"""Rollouts: a sandbox per rollout, a harness inside it, records out."""

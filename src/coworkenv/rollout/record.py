@@ -1,0 +1,113 @@
+"""The rollout record: everything one (task, harness, trial) run produced.
+
+Contract: ``status == "ok"`` rollouts carry a ``grade``; ``status == "infra_failure"`` rollouts carry a
+``failure`` label and **no** grade — they are excluded from scores and advantages, never scored 0.
+``messages`` is the final conversation in normalized form (system, user, assistant with structured
+tool calls, tool results), the input of curation. Captured model calls live beside the record in
+``<rollout_id>.calls.jsonl`` (see :mod:`coworkenv.proxy.capture`). Records are one JSON line each in
+``rollouts.jsonl``; :func:`read_records` skips unreadable lines and says which.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from coworkenv.proxy.messages import Message
+
+ROLLOUT_SCHEMA_VERSION = 1
+
+FailureKind = Literal[
+    "start_failure",  # sandbox or harness could not start
+    "harness_crash",  # harness exited abnormally for reasons not the policy's
+    "http_error",  # proxy/upstream/services HTTP failure
+    "timeout_before_call",  # wall clock ran out before any model call
+    "upstream_error",  # the model backend failed (BackendError)
+    "interrupted",  # cancelled (Ctrl-C, shutdown)
+]
+
+
+class FailureLabel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: FailureKind
+    detail: str = ""
+
+
+class ToolCallRecord(BaseModel):
+    """One service tool call as the audit log saw it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    ok: bool = True
+    error: str | None = None
+
+
+class RewardParts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    reward: float
+    completion: float
+    safety: float
+    robustness: float
+
+
+class RolloutRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = ROLLOUT_SCHEMA_VERSION
+    rollout_id: str
+    task_id: str
+    harness: str
+    trial: int = Field(ge=0, description="Index of this trial within (task, harness).")
+    category: str = ""
+    difficulty: str = ""
+    seed: int = 0
+    backend: str = ""
+    policy_version: str = "0"
+    status: Literal["ok", "infra_failure"]
+    failure: FailureLabel | None = None
+    timed_out: bool = Field(default=False, description="Policy-side timeout (after ≥1 model call).")
+    started_at: float = 0.0
+    wall_s: float = 0.0
+    n_calls: int = 0
+    final_answer: str = ""
+    messages: tuple[Message, ...] = ()
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    audit: tuple[dict[str, Any], ...] = Field(default=(), description="AuditEvent dicts, in order.")
+    grade: dict[str, Any] | None = Field(default=None, description="GradeResult.model_dump().")
+    rewards: RewardParts | None = None
+    meta: dict[str, Any] = Field(default_factory=dict, description="Harness version, config hash, ...")
+
+    @property
+    def group_key(self) -> tuple[str, str]:
+        """Advantage groups are keyed by (task, harness): harnesses never share a baseline."""
+        return (self.task_id, self.harness)
+
+
+def append_record(path: Path, record: RolloutRecord) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(record.model_dump_json() + "\n")
+        fh.flush()
+
+
+def read_records(path: Path) -> tuple[list[RolloutRecord], list[str]]:
+    records: list[RolloutRecord] = []
+    problems: list[str] = []
+    if not path.exists():
+        return records, problems
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            records.append(RolloutRecord.model_validate(json.loads(raw)))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            problems.append(f"{path}:{n}: unreadable rollout record ({type(exc).__name__})")
+    return records, problems

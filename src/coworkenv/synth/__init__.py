@@ -1,0 +1,1 @@
+"""Synthesis: coverage plans → generated, validated, repaired, packaged tasks."""

@@ -1,0 +1,1 @@
+"""Trajectories: token-level prefix trees per rollout, filtering, and training samples."""
