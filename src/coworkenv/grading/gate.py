@@ -173,15 +173,23 @@ class _Builder:
         )
 
 
+_WORKSPACE_KINDS = frozenset({"file_exists", "file_matches", "json_field", "command"})
+
+
 @contextmanager
-def _tmpdir() -> Iterator[Path]:
+def _tmpdir(needed: bool) -> Iterator[Path]:
+    """A scratch workspace; only created when a check reads the workspace (mkdtemp is costly)."""
+    if not needed:
+        yield Path("/nonexistent/coworkenv-gate")
+        return
     with tempfile.TemporaryDirectory(prefix="coworkenv-gate-") as d:
         yield Path(d)
 
 
 def consistency_gate(spec: TaskSpec) -> GateReport:
     problems: list[str] = []
-    with _tmpdir() as ws, _tmpdir() as empty_ws:
+    needs_ws = any(c.kind in _WORKSPACE_KINDS for c in spec.completion_checks)
+    with _tmpdir(needs_ws) as ws, _tmpdir(needs_ws) as empty_ws:
         b = _Builder(spec, ws)
         for c in spec.completion_checks:
             b.add(c)
