@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,28 @@ class ReplayResult:
     episode: Episode
     grade: GradeResult
     trial: Trial
+
+
+_WORKSPACE_CHECKS = frozenset({"file_exists", "file_matches", "json_field", "command"})
+
+
+def needs_workspace(spec: TaskSpec, steps: Sequence[ToolCall | UserTurn] = ()) -> bool:
+    """Whether an episode of ``spec`` reads or writes workspace files at all."""
+    return (
+        bool(spec.workspace)
+        or any(c.kind in _WORKSPACE_CHECKS for c in spec.completion_checks)
+        or any(isinstance(s, ToolCall) and s.tool in WORKSPACE_TOOLS for s in steps)
+    )
+
+
+@contextmanager
+def _scratch(needed: bool) -> Iterator[Path]:
+    """A temporary workspace, created only when needed (mkdtemp dominates fast replays)."""
+    if not needed:
+        yield Path("/nonexistent/coworkenv-workspace")
+        return
+    with tempfile.TemporaryDirectory(prefix="coworkenv-ws-") as tmp:
+        yield Path(tmp)
 
 
 def materialize_workspace(spec: TaskSpec, root: Path) -> Path:
@@ -81,9 +104,11 @@ def run_steps(
     """
     trial = trial or Trial(task, trial_id, faults)
     call: Caller = caller(trial) if caller else trial.call
-    with tempfile.TemporaryDirectory(prefix="coworkenv-ws-") as tmp:
-        ws = workspace or Path(tmp)
-        materialize_workspace(task.spec, ws)
+    needed = needs_workspace(task.spec, steps)
+    with _scratch(workspace is None and needed) as tmp:
+        ws = workspace or tmp
+        if workspace is not None or needed:
+            materialize_workspace(task.spec, ws)
         for step in steps:
             if isinstance(step, UserTurn):
                 continue
