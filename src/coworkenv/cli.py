@@ -251,7 +251,8 @@ def mcp(
 
 # Each stage adds its commands through ``register(app)`` in its own ``cli`` module.
 _STAGE_CLIS = (
-    "coworkenv.synth.cli",  # plan report, synth, package
+    "coworkenv.synth.cli",  # plan report, synth
+    "coworkenv.synth.packaging.cli",  # package
     "coworkenv.proxy.cli",  # proxy (serve the capturing proxy)
     "coworkenv.rollout.cli",  # rollout
     "coworkenv.trajectories.cli",  # trees

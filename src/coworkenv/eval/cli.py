@@ -1,9 +1,172 @@
-"""CLI commands of the eval stage, added to the main app by :func:`register`."""
+"""CLI commands of the eval stage, added to the main app by :func:`register`.
+
+* ``coworkenv report ROLLOUTS [--out report.html] [--trees trees.jsonl] [--metrics metrics.jsonl]
+  [--k K]`` — the self-contained HTML report of a rollouts directory (``rollouts.jsonl`` inside) or
+  file.
+* ``coworkenv eval ROLLOUTS [--k K] [--json]`` — the metrics table (score 0–100, Pass@k, Pass^k,
+  per category/difficulty, infra failures apart) of recorded rollouts.
+
+``coworkenv eval TASKS --harness H --trials K --backend ...`` (running the rollouts first) is for the
+lead to wire once the rollout runner exists: call the runner, then the same summary; until then a
+SOURCE without ``rollouts.jsonl`` is a clear error.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 
+def rollouts_file(path: Path) -> Path:
+    """``path`` itself, or ``path/rollouts.jsonl`` for a directory; SpecError when neither exists."""
+    from coworkenv.errors import SpecError
+
+    p = path / "rollouts.jsonl" if path.is_dir() else path
+    if not p.is_file():
+        raise SpecError.single(
+            path, "", "no rollouts here (expected a rollouts.jsonl file or a directory with one)"
+        )
+    return p
+
+
+def load_rollouts(path: Path) -> tuple[list[Any], list[str]]:
+    from coworkenv.rollout.record import read_records
+
+    return read_records(rollouts_file(path))
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Training metrics JSONL (one JSON object per line, e.g. ``{"step": 3, "reward": 0.41}``)."""
+    from coworkenv.errors import SpecError
+
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SpecError.single(path, f"line {n}", f"invalid JSON: {e.msg}") from None
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def summary_table(summary: Any) -> Any:
+    from rich.table import Table
+
+    s = summary
+    t = Table(
+        "group",
+        "tasks",
+        "trials",
+        "score",
+        "compl.",
+        "safety",
+        "robust.",
+        f"Pass@{s.k}",
+        f"Pass^{s.k}",
+        "infra",
+        title=f"evaluation (threshold {s.threshold})",
+    )
+
+    def f(v: float | None, pct: bool = False) -> str:
+        return "–" if v is None else (f"{100 * v:.1f}%" if pct else f"{v:.3f}")
+
+    for g in [s.overall, *s.by_category, *s.by_difficulty]:
+        t.add_row(
+            g.name,
+            str(g.tasks),
+            str(g.trials),
+            "–" if g.score is None else f"{g.score:.1f}",
+            f(g.completion),
+            f(g.safety),
+            f(g.robustness),
+            f(g.pass_at_k, True),
+            f(g.pass_hat_k, True),
+            str(g.infra_failures),
+        )
+    return t
+
+
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to app."""
+
+    @app.command("eval")
+    def eval_cmd(  # noqa: PLR0917 - one typer option per parameter
+        source: Annotated[
+            Path, typer.Argument(help="Recorded rollouts (rollouts.jsonl or its directory), or tasks.")
+        ],
+        harness: Annotated[str, typer.Option(help="Harness to run (when SOURCE holds tasks).")] = "builtin",
+        trials: Annotated[int, typer.Option(help="Trials per task (when running).")] = 1,
+        backend: Annotated[str, typer.Option(help="Model backend (when running).")] = "",
+        k: Annotated[
+            int | None, typer.Option("--k", help="k of Pass@k / Pass^k (default: --trials).")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    ) -> None:
+        """Score, Pass@k and Pass^k (threshold 0.75) per category and difficulty; infra failures apart."""
+        from rich.console import Console
+
+        from coworkenv.errors import CoworkError
+        from coworkenv.eval.metrics import summarize
+
+        has_rollouts = (
+            (source / "rollouts.jsonl").is_file() if source.is_dir() else source.name.endswith(".jsonl")
+        )
+        if not has_rollouts:
+            # Running tasks first needs the rollout runner (coworkenv.rollout.runner.run_rollouts).
+            raise CoworkError(
+                f"{source}: no rollouts.jsonl here; running tasks (--harness {harness} --trials {trials}"
+                f"{' --backend ' + backend if backend else ''}) needs the rollout runner — run "
+                "`coworkenv rollout` first, then `coworkenv eval <its out dir>`"
+            )
+        records, problems = load_rollouts(source)
+        s = summarize(records, k=k or max(1, trials))
+        if as_json:
+            print(s.model_dump_json(indent=2))
+            return
+        con = Console()
+        for p in problems:
+            con.print(f"[yellow]warning:[/] {p}")
+        con.print(summary_table(s))
+        if s.infra_failures:
+            con.print(f"infrastructure failures (not scored): {s.infra_failures}")
+        if s.not_judged:
+            con.print(f"[yellow]not judged (no judge configured):[/] {s.not_judged}")
+
+    @app.command("report")
+    def report_cmd(  # noqa: PLR0917 - one typer option per parameter
+        rollouts: Annotated[Path, typer.Argument(help="rollouts.jsonl or a directory holding it.")],
+        out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+        trees: Annotated[Path | None, typer.Option(help="Prefix trees (JSONL, one per rollout).")] = None,
+        metrics: Annotated[Path | None, typer.Option(help="Training metrics JSONL (reward curves).")] = None,
+        k: Annotated[int, typer.Option("--k", help="k of Pass@k / Pass^k.")] = 1,
+        title: Annotated[str, typer.Option(help="Report title.")] = "coworkenv evaluation report",
+    ) -> None:
+        """Write a self-contained HTML report (tables, plots, trajectory viewer)."""
+        from rich.console import Console
+
+        from coworkenv.errors import SpecError
+        from coworkenv.eval.report import render_report
+        from coworkenv.eval.trees import read_trees
+
+        records, problems = load_rollouts(rollouts)
+        tree_map: dict[str, Any] = {}
+        if trees is not None:
+            if not trees.is_file():
+                raise SpecError.single(trees, "", "prefix-tree file not found")
+            tree_map, more = read_trees(trees)
+            problems += more
+        rows = []
+        if metrics is not None:
+            if not metrics.is_file():
+                raise SpecError.single(metrics, "", "metrics file not found")
+            rows = read_metrics(metrics)
+        html_text = render_report(records, k=k, trees=tree_map, metrics=rows, title=title, problems=problems)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(html_text, encoding="utf-8")
+        Console().print(f"wrote {out} ({len(records)} rollouts, {len(html_text) // 1024} KiB)")

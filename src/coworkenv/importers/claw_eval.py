@@ -29,6 +29,9 @@ Mapping (Claw-Eval → coworkenv):
 * ``safety_checks``: ``tool_not_called`` and ``wrong_action`` (Claw-Eval's graders fail safety on any
   call of that tool) → Forbidden when the tool is exposed (an unexposed tool cannot be called);
   the argument-dependent kinds (``wrong_recipients``, ``wrong_order``, ``custom``, ...) → ``safety_note``.
+* ``coworkenv`` (a key only coworkenv's exporter writes) → applied last: fixture-file renames and
+  whole-field overrides for what the format cannot express, so ``import(export(spec)) == spec``
+  (see :func:`apply_extension`).
 * ``expected_actions`` → ExpectedAction; ``sandbox_files`` → ``workspace`` (text files; binary or
   missing files are noted).
 
@@ -75,6 +78,9 @@ from coworkenv.spec import (
 )
 
 SOURCE = "claw-eval"
+EXTENSION_KEY = "coworkenv"
+"""task.yaml key holding what Claw-Eval's format cannot express (see :func:`apply_extension`)."""
+EXTENSION_VERSION = "1"
 DEFAULT_MOCK_TODAY = date(2026, 3, 1)
 """Used when no fixture or task text gives a date (most Claw-Eval fixtures are from early 2026)."""
 
@@ -538,8 +544,12 @@ def tool_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) ->
 # ---------------------------------------------------------------- public API
 
 
-def import_task(task_dir: Path) -> tuple[TaskSpec, list[str]]:
-    """Build the TaskSpec of one Claw-Eval task directory; notes list what did not map exactly."""
+def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec, list[str]]:
+    """Build the TaskSpec of one Claw-Eval task directory; notes list what did not map exactly.
+
+    ``use_extension=False`` ignores task.yaml's ``coworkenv`` block (the exporter uses it to learn
+    what the native mapping alone gives back).
+    """
     task_dir = Path(task_dir)
     task, source, yaml11 = _read_task(task_dir)
     root = dataset_root(task_dir)
@@ -561,6 +571,7 @@ def import_task(task_dir: Path) -> tuple[TaskSpec, list[str]]:
     notes += tool_gaps([t.model_dump() for t in task.tools], endpoints)
     notes += _add_tool_services(task, services, endpoints)
     notes += _leftovers(task)
+    extension = (task.model_extra or {}).get(EXTENSION_KEY) if use_extension else None
     data: dict[str, Any] = {
         "id": task.task_id,
         "name": task.task_name,
@@ -585,6 +596,8 @@ def import_task(task_dir: Path) -> tuple[TaskSpec, list[str]]:
         "safety_note": safety_note,
         "source": SOURCE,
     }
+    if extension is not None:
+        data = apply_extension(data, extension, source)
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as e:
@@ -623,10 +636,50 @@ def _leftovers(task: _ClawTask) -> list[str]:
             notes.append(f"{name} not mapped (Claw-Eval grader plumbing)")
     if task.environment.fixtures:
         notes.append("environment.fixtures not mapped (use sandbox_files)")
-    extra = sorted((task.model_extra or {}).keys())
+    extra = sorted(k for k in (task.model_extra or {}) if k != EXTENSION_KEY)
     if extra:
         notes.append(f"unknown task.yaml keys ignored: {extra}")
     return notes
+
+
+def apply_extension(data: dict[str, Any], extension: Any, source: Path) -> dict[str, Any]:
+    """Apply task.yaml's ``coworkenv`` block (written by ``coworkenv package --format claw-eval``).
+
+    The block holds what Claw-Eval's format cannot express: ``fixture_tables`` renames fixture
+    files to the spec's table names (``{service: {"tickets.json": "tickets"}}``) and ``overrides``
+    replaces whole top-level TaskSpec fields (JSON form) that the native mapping gets wrong.
+    """
+    where = EXTENSION_KEY
+    if not isinstance(extension, dict):
+        raise SpecError.single(source, where, "must be a mapping {schema_version, fixture_tables, overrides}")
+    unknown = sorted(set(extension) - {"schema_version", "fixture_tables", "overrides"})
+    if unknown:
+        raise SpecError.single(source, where, f"unknown keys {unknown}; expected fixture_tables, overrides")
+    if str(extension.get("schema_version", EXTENSION_VERSION)) != EXTENSION_VERSION:
+        raise SpecError.single(
+            source, f"{where}.schema_version",
+            f"version {extension.get('schema_version')!r} is not supported (expected {EXTENSION_VERSION})",
+        )
+    out = dict(data)
+    renames = extension.get("fixture_tables") or {}
+    if not isinstance(renames, dict):
+        raise SpecError.single(source, f"{where}.fixture_tables", "must map service -> {file: table}")
+    services = {k: dict(v) for k, v in out.get("services", {}).items()}
+    for svc, mapping in renames.items():
+        if svc not in services or not isinstance(mapping, dict):
+            raise SpecError.single(
+                source, f"{where}.fixture_tables.{svc}", "names no listed service, or is not a mapping"
+            )
+        services[svc] = {str(mapping.get(f, f)): rows for f, rows in services[svc].items()}
+    out["services"] = services
+    overrides = extension.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise SpecError.single(source, f"{where}.overrides", "must map TaskSpec field -> value")
+    bad = sorted(set(overrides) - set(TaskSpec.model_fields))
+    if bad:
+        raise SpecError.single(source, f"{where}.overrides", f"not TaskSpec fields: {bad}")
+    out.update(overrides)
+    return out
 
 
 def validate(spec: TaskSpec, source: str = "<spec>") -> str | None:
@@ -748,8 +801,11 @@ def import_dir(src: Path, out: Path | None) -> ImportReport:
 
 __all__ = [
     "DEFAULT_MOCK_TODAY",
+    "EXTENSION_KEY",
+    "EXTENSION_VERSION",
     "ImportReport",
     "TaskImport",
+    "apply_extension",
     "dataset_root",
     "import_dir",
     "import_task",

@@ -1,0 +1,145 @@
+"""Evaluation metrics: unbiased Pass@k / Pass^k, 0–100 score, groups, infra failures apart."""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from coworkenv.eval.metrics import pass_at_k, pass_hat_k, summarize
+from coworkenv.rollout.record import RolloutRecord, append_record
+from coworkenv.tasks.builtin import builtin_tasks
+from tests.eval_fixtures import infra, parts, record
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(5, 0, 1), (5, 2, 1), (5, 2, 2), (5, 5, 3), (6, 3, 4), (4, 1, 4)])
+def test_estimators_equal_the_subset_average(n: int, c: int, k: int) -> None:
+    outcomes = [True] * c + [False] * (n - c)
+    subsets = list(combinations(outcomes, k))
+    assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+    assert pass_hat_k(n, c, k) == pytest.approx(sum(all(s) for s in subsets) / len(subsets))
+
+
+def test_estimators_reject_bad_counts() -> None:
+    with pytest.raises(ValueError, match="k <= n"):
+        pass_at_k(2, 1, 3)
+    with pytest.raises(ValueError, match="c <= n"):
+        pass_hat_k(2, 3, 1)
+
+
+def _rec(
+    task: str,
+    trial: int,
+    reward: float | None,
+    *,
+    category: str = "ops",
+    difficulty: str = "easy",
+    status: str = "ok",
+) -> RolloutRecord:
+    return RolloutRecord(
+        rollout_id=f"{task}-{trial}",
+        task_id=task,
+        harness="h",
+        trial=trial,
+        category=category,
+        difficulty=difficulty,
+        status=status,  # type: ignore[arg-type]
+        rewards=None if reward is None else parts(reward, completion=min(1.0, reward + 0.1)),
+        grade=None if status != "ok" else {"reward": reward, "checks": []},
+    )
+
+
+def test_summary_scores_tasks_and_keeps_infra_failures_out() -> None:
+    recs = [
+        _rec("a", 0, 1.0),
+        _rec("a", 1, 0.5),
+        _rec("a", 2, 0.8),  # 2 of 3 pass
+        _rec("b", 0, 0.0, category="sec", difficulty="hard"),
+        _rec("b", 1, 0.7, category="sec", difficulty="hard"),
+        _rec("b", 2, None, category="sec", difficulty="hard", status="infra_failure"),
+        _rec("c", 0, None, category="sec"),  # ok but ungraded
+    ]
+    s = summarize(recs, k=2)
+    a = next(t for t in s.tasks if t.task_id == "a")
+    b = next(t for t in s.tasks if t.task_id == "b")
+    assert (a.trials, a.passes, b.trials, b.passes, b.infra_failures) == (3, 2, 2, 0, 1)
+    assert a.pass_at_k == pytest.approx(1 - 0 / 3)
+    assert a.pass_hat_k == pytest.approx(1 / 3)
+    assert b.pass_at_k == 0.0
+    assert b.pass_hat_k == 0.0
+    # score: mean over tasks of the task mean, ×100; the infra failure and the ungraded run never count
+    assert s.overall.score == pytest.approx(100 * ((2.3 / 3) + 0.35) / 2)
+    assert s.overall.infra_failures == 1
+    assert s.overall.ungraded == 1
+    assert s.infra_failures == {"unlabelled": 1}
+    assert s.overall.pass_at_k == pytest.approx((1.0 + 0.0) / 2)
+    assert "c|h" in s.too_few_trials
+    assert s.overall.k_tasks == 2
+    assert [g.name for g in s.by_category] == ["ops", "sec"]
+    sec = next(g for g in s.by_category if g.name == "sec")
+    assert sec.score == pytest.approx(35.0)
+    assert sec.infra_failures == 1
+    assert {g.name for g in s.by_difficulty} == {"easy", "hard"}
+    assert s.overall.completion is not None
+    assert s.overall.completion > s.overall.score / 100
+
+
+def test_summary_over_real_replays_and_judge_not_run(tmp_path: Path) -> None:
+    specs = [s for s in builtin_tasks() if s.reference.steps][:2]
+    recs = [
+        record(specs[0], 0, good=True),
+        record(specs[0], 1, good=False),
+        record(specs[1], 0, good=True),
+        infra(specs[1], 1),
+    ]
+    # a task whose only check is an llm_judge: not run without a judge, listed, not scored
+    judged = recs[0].model_copy(
+        update={
+            "rollout_id": "judge-1",
+            "task_id": "J1",
+            "rewards": None,
+            "grade": {
+                "reward": None,
+                "checks": [{"name": "rubric", "kind": "llm_judge", "status": "not_run"}],
+            },
+        }
+    )
+    path = tmp_path / "rollouts.jsonl"
+    for r in [*recs, judged]:
+        append_record(path, r)
+    from coworkenv.eval.cli import load_rollouts
+
+    back, problems = load_rollouts(tmp_path)
+    assert problems == []
+    assert len(back) == 5
+    s = summarize(back, k=1)
+    assert s.not_judged == {"J1": ["rubric"]}
+    assert s.overall.infra_failures == 1
+    assert s.infra_failures == {"upstream_error": 1}
+    t0 = next(t for t in s.tasks if t.task_id == specs[0].id)
+    assert t0.trials == 2
+    assert t0.passes == 1
+    assert t0.pass_at_k == pytest.approx(0.5)
+    json.loads(s.model_dump_json())  # JSON-able
+
+
+def test_eval_cli_summarizes_and_errors_clearly(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from coworkenv.errors import CoworkError
+    from coworkenv.eval.cli import register
+
+    app = typer.Typer()
+    register(app)
+    path = tmp_path / "rollouts.jsonl"
+    for r in [_rec("a", 0, 1.0), _rec("a", 1, 0.2)]:
+        append_record(path, r)
+    res = CliRunner().invoke(app, ["eval", str(tmp_path), "--k", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["overall"]["pass_at_k"] == 1.0
+    res = CliRunner().invoke(app, ["eval", str(tmp_path / "tasks"), "--trials", "3"])
+    assert isinstance(res.exception, CoworkError)
+    assert "rollout runner" in str(res.exception)
