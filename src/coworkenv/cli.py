@@ -258,7 +258,8 @@ _STAGE_CLIS = (
     "coworkenv.trajectories.cli",  # trees
     "coworkenv.curation.cli",  # curate
     "coworkenv.rl.cli",  # train sft|rl
-    "coworkenv.eval.cli",  # eval, report, job
+    "coworkenv.eval.cli",  # eval, report
+    "coworkenv.job.cli",  # job
 )
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from coworkenv.curation.convert import ConvertConfig, convert, dialogue_demos
 from coworkenv.curation.select import SelectConfig, Selection, merge, read_score, record_reward, select
 from coworkenv.proxy.capture import CapturedCall
-from coworkenv.rollout.record import RolloutRecord, read_records
+from coworkenv.rollout.record import RolloutRecord, calls_path, read_records
 
 Mode = Literal["workflow", "dialogue", "both"]
 
@@ -82,7 +82,7 @@ def _registry_tools(names: list[str]) -> list[dict[str, Any]]:
 
 def tools_for(record: RolloutRecord, root: Path | None) -> list[dict[str, Any]]:
     if root is not None:
-        path = root / f"{record.rollout_id}.calls.jsonl"
+        path = calls_path(root, record.rollout_id)
         if path.exists():
             with path.open(encoding="utf-8") as fh:
                 for raw in fh:

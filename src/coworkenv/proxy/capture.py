@@ -2,8 +2,10 @@
 
 Contract: one :class:`CapturedCall` per model call that reached the proxy under a valid rollout
 prefix, successful or not (``error`` set on failure). The store appends one JSON line per call to
-``<root>/<rollout_id>.calls.jsonl`` and flushes it before the harness gets its answer, so a crash
-loses at most the call in flight; :func:`read_calls` skips a torn last line and reports it.
+``<root>/<rollout_id>.calls.jsonl`` and flushes it to the OS before the harness gets its answer, so
+a crash of the proxy process loses at most the call in flight (``fsync=True`` also survives a power
+cut, at ~4 ms per call on a typical disk; :meth:`CaptureStore.sync` fsyncs one rollout's file, which
+the proxy does when a rollout settles or closes); :func:`read_calls` skips a torn last line and reports it.
 ``seq`` numbers calls of one rollout in arrival order, starting at 0.
 """
 
@@ -58,8 +60,9 @@ class CapturedCall(BaseModel):
 class CaptureStore:
     """Append-only JSONL per rollout; safe for concurrent writers in one process."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, fsync: bool = False) -> None:
         self.root = root
+        self.fsync = fsync
         root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
@@ -71,7 +74,18 @@ class CaptureStore:
         with self._lock, self.path(call.rollout_id).open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
-            os.fsync(fh.fileno())
+            if self.fsync:
+                os.fsync(fh.fileno())
+
+    def sync(self, rollout_id: str) -> None:
+        """Force one rollout's records to disk."""
+        path = self.path(rollout_id)
+        if path.exists():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def read(self, rollout_id: str) -> tuple[list[CapturedCall], list[str]]:
         return read_calls(self.path(rollout_id))

@@ -3,8 +3,9 @@
 Contract: ``status == "ok"`` rollouts carry a ``grade``; ``status == "infra_failure"`` rollouts carry a
 ``failure`` label and **no** grade — they are excluded from scores and advantages, never scored 0.
 ``messages`` is the final conversation in normalized form (system, user, assistant with structured
-tool calls, tool results), the input of curation. Captured model calls live beside the record in
-``<rollout_id>.calls.jsonl`` (see :mod:`coworkenv.proxy.capture`). Records are one JSON line each in
+tool calls, tool results), the input of curation. Captured model calls live in
+``calls/<rollout_id>.calls.jsonl`` next to ``rollouts.jsonl`` (or directly beside it; see
+:func:`calls_path` and :mod:`coworkenv.proxy.capture`). Records are one JSON line each in
 ``rollouts.jsonl``; :func:`read_records` skips unreadable lines and says which.
 """
 
@@ -89,6 +90,22 @@ class RolloutRecord(BaseModel):
     def group_key(self) -> tuple[str, str]:
         """Advantage groups are keyed by (task, harness): harnesses never share a baseline."""
         return (self.task_id, self.harness)
+
+
+CALLS_DIR = "calls"
+CALLS_SUFFIX = ".calls.jsonl"
+
+
+def calls_path(root: Path, rollout_id: str) -> Path:
+    """Where a rollout's captured calls are: ``root/calls/<id>.calls.jsonl``, else ``root/<id>...``."""
+    nested = root / CALLS_DIR / f"{rollout_id}{CALLS_SUFFIX}"
+    flat = root / f"{rollout_id}{CALLS_SUFFIX}"
+    return flat if flat.exists() and not nested.exists() else nested
+
+
+def calls_files(root: Path) -> list[Path]:
+    """Every captured-calls file of a rollouts directory (both layouts)."""
+    return sorted([*root.glob(f"*{CALLS_SUFFIX}"), *(root / CALLS_DIR).glob(f"*{CALLS_SUFFIX}")])
 
 
 def append_record(path: Path, record: RolloutRecord) -> None:

@@ -118,7 +118,7 @@ def print_summary(run: RunResult, console: Console) -> None:
     )
 
 
-def _generator(
+def make_generator(
     kind: GeneratorKind,
     *,
     seed: int,
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         from coworkenv.synth.plan import load_plan
 
         p = load_plan(plan)
-        gen = _generator(
+        gen = make_generator(
             generator,
             seed=seed,
             out_dir=out_dir,

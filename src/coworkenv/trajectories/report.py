@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from coworkenv.proxy.capture import read_calls
-from coworkenv.rollout.record import RolloutRecord, read_records
+from coworkenv.rollout.record import RolloutRecord, calls_files, calls_path, read_records
 from coworkenv.trajectories.filters import FilterConfig, FilterResult, filter_tree
 from coworkenv.trajectories.samples import rollout_samples
 from coworkenv.trajectories.tree import PrefixTree, build_tree
@@ -99,7 +99,7 @@ def process_dir(root: Path, out: Path | None = None, config: FilterConfig | None
                 report.problems.append(f"{rec.rollout_id}: duplicate rollout record skipped")
                 continue
             seen.add(rec.rollout_id)
-            path = root / f"{rec.rollout_id}{CALLS_SUFFIX}"
+            path = calls_path(root, rec.rollout_id)
             if rec.status == "ok" and not path.exists():
                 report.problems.append(f"{rec.rollout_id}: no {path.name}")
             rep, n = analyze(rec, path, cfg, sink)
@@ -109,7 +109,7 @@ def process_dir(root: Path, out: Path | None = None, config: FilterConfig | None
     finally:
         if sink is not None:
             sink.close()
-    for p in sorted(root.glob(f"*{CALLS_SUFFIX}")):
+    for p in calls_files(root):
         rid = p.name[: -len(CALLS_SUFFIX)]
         if rid not in seen:
             report.problems.append(f"{p.name}: calls without a rollout record (ignored)")

@@ -1,1 +1,125 @@
-"""Model backends behind one interface (:class:`coworkenv.proxy.backends.base.Backend`)."""
+"""Model backends behind one interface (:class:`coworkenv.proxy.backends.base.Backend`).
+
+:func:`make_backend` builds one from a spec string ``KIND[:TARGET][?key=value&...]``:
+
+* ``embedded`` / ``embedded:CHECKPOINT_DIR`` — SmolLM2 (or a saved checkpoint) on CPU;
+  options ``seed``, ``temperature``, ``top_p``, ``max_tokens``, ``codec``, ``version``.
+* ``scripted`` — every built-in task's reference solution, routed by the request text;
+  ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
+* ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
+  ``/v1/completions`` taking token ids, or SGLang's ``/generate``); options ``model``,
+  ``tokenizer`` (a local HF tokenizer dir; default the SmolLM2 checkpoint), ``codec``,
+  ``temperature``, ``top_p``, ``max_tokens``, ``api_key_env``, ``version``.
+* ``passthrough:URL`` — an external Chat Completions API (teacher capture, not token-exact);
+  options ``model``, ``api_key_env``.
+
+Heavy modules (torch, transformers) are imported only by the kinds that need them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from coworkenv.errors import CoworkError
+from coworkenv.proxy.backends.base import Backend, BackendError, Completion
+
+KINDS = ("embedded", "scripted", "vllm", "sglang", "openai", "passthrough")
+
+_FLOATS = ("temperature", "top_p", "fault_rate")
+_INTS = ("seed", "max_tokens", "fault_seed")
+
+
+def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
+    """``(kind, target, options)`` of a backend spec string."""
+    kind, _, rest = spec.partition(":")
+    target, _, query = rest.partition("?")
+    if not query and "?" not in rest and "?" in kind:
+        kind, _, query = kind.partition("?")
+    if kind not in KINDS:
+        raise CoworkError(f"backend {spec!r}: unknown kind {kind!r}; use one of {', '.join(KINDS)}")
+    options: dict[str, Any] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        try:
+            options[key] = float(value) if key in _FLOATS else int(value) if key in _INTS else value
+        except ValueError:
+            raise CoworkError(f"backend {spec!r}: option {key}={value!r} is not a number") from None
+    return kind, target, options
+
+
+def _take(options: dict[str, Any], spec: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise CoworkError(f"backend {spec!r}: unknown option(s) {unknown}; allowed: {', '.join(allowed)}")
+    return options
+
+
+def _scripted(target: str, options: dict[str, Any]) -> Backend:
+    from coworkenv.proxy.backends.scripted import Faults, ScriptedBackend
+    from coworkenv.tasks.builtin import builtin_task, builtin_tasks
+    from coworkenv.tasks.load import load_spec
+
+    faults = None
+    if options.get("fault_rate"):
+        faults = Faults(rate=float(options["fault_rate"]), seed=int(options.get("fault_seed", 0)))
+    if not target:
+        return ScriptedBackend.from_references(builtin_tasks(), faults=faults)
+    try:
+        specs = [load_spec(t) if Path(t).exists() else builtin_task(t) for t in target.split(",") if t]
+    except KeyError as exc:
+        raise CoworkError(f"backend 'scripted:{target}': {exc.args[0]}") from None
+    if len(specs) == 1:
+        return ScriptedBackend.from_reference(specs[0], faults=faults)
+    return ScriptedBackend.from_references(specs, faults=faults)
+
+
+def make_backend(spec: str) -> Backend:
+    """Build a backend from a spec string (see the module docstring)."""
+    kind, target, options = parse_spec(spec)
+    if kind == "embedded":
+        from coworkenv.models import EMBEDDED
+        from coworkenv.proxy.backends.embedded import EmbeddedBackend
+
+        opts = _take(options, spec, ("seed", "temperature", "top_p", "max_tokens", "codec", "version"))
+        if "max_tokens" in opts:
+            opts["max_new_tokens"] = opts.pop("max_tokens")
+        return EmbeddedBackend.from_checkpoint(target or EMBEDDED, **opts)
+    if kind == "scripted":
+        return _scripted(target, _take(options, spec, ("fault_rate", "fault_seed")))
+    if not target.startswith(("http://", "https://")):
+        raise CoworkError(
+            f"backend {spec!r}: {kind} needs an http(s) URL, e.g. {kind}:http://localhost:8000/v1"
+        )
+    if kind == "passthrough":
+        from coworkenv.proxy.backends.passthrough import PassthroughBackend
+
+        opts = _take(options, spec, ("model", "api_key_env", "version"))
+        return PassthroughBackend(target, **opts)
+    from coworkenv.proxy.backends.upstream import UpstreamBackend
+
+    allowed = ("model", "tokenizer", "codec", "temperature", "top_p", "max_tokens", "api_key_env", "version")
+    opts = _take(options, spec, allowed)
+    tokenizer = _tokenizer(opts.pop("tokenizer", ""), spec)
+    key_env = opts.pop("api_key_env", "")
+    api_key = os.environ.get(key_env) if key_env else None
+    return UpstreamBackend(target, tokenizer, flavor=kind, api_key=api_key, **opts)
+
+
+def _tokenizer(path: str, spec: str) -> Any:
+    from coworkenv.proxy.backends.embedded import smollm2_tokenizer
+
+    if not path:
+        return smollm2_tokenizer()
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise CoworkError(
+            f"backend {spec!r}: cannot load tokenizer {path!r} ({exc}); pass a local dir"
+        ) from None
+
+
+__all__ = ["KINDS", "Backend", "BackendError", "Completion", "make_backend", "parse_spec"]

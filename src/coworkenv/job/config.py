@@ -1,0 +1,102 @@
+"""The main job's configuration: a TOML file validated into frozen pydantic models.
+
+Contract: :func:`load_config` returns the embedded defaults when no file is given; a file is read
+whole and every problem is reported at once, naming the file, the ``section.field`` and what was
+expected (unknown keys are errors, so a typo never silently falls back to a default).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from coworkenv.errors import SpecError, SpecIssue
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SynthSection(_Section):
+    generator: Literal["procedural", "scripted", "llm"] = "procedural"
+    """Which generator drafts the suite (``llm`` needs COWORKENV_LLM_* or [synth] endpoint)."""
+    plan: Path | None = None
+    """A coverage plan (YAML); without one, ``tasks`` slots are planned across every template."""
+    tasks: int = Field(default=26, ge=1)
+    seed: int = 0
+    attempts: int = Field(default=2, ge=1)
+
+
+class TeacherSection(_Section):
+    backend: str = "reference"
+    """``reference`` replays each task's reference solution as the teacher policy."""
+    harness: str = "loop"
+    trials: int = Field(default=1, ge=1)
+
+
+class StudentSection(_Section):
+    backend: str = "embedded"
+    """``embedded`` (SmolLM2-135M on CPU), ``openai:URL``, ``vllm:URL`` ... (see make_backend)."""
+    harnesses: tuple[str, ...] = ("loop",)
+    tasks: int = Field(default=4, ge=1)
+    """How many synthesized tasks the student runs (held-out seeds of the generator)."""
+    trials: int = Field(default=2, ge=1)
+    """k: trials per (task, harness); also the GRPO group size."""
+    max_turns: int = Field(default=3, ge=1)
+    max_new_tokens: int = Field(default=96, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    concurrency: int = Field(default=2, ge=1)
+
+
+class TrainSection(_Section):
+    estimator: str = "grpo"
+    updates: int = Field(default=1, ge=0)
+    lr: float = Field(default=1e-5, gt=0)
+    lora: bool = True
+
+
+class ReportSection(_Section):
+    html: str = "report.html"
+    pass_threshold: float = Field(default=0.75, ge=0, le=1)
+
+
+class JobConfig(_Section):
+    out: Path = Path("runs/main")
+    seed: int = 0
+    synth: SynthSection = SynthSection()
+    teacher: TeacherSection = TeacherSection()
+    student: StudentSection = StudentSection()
+    train: TrainSection = TrainSection()
+    report: ReportSection = ReportSection()
+
+    @model_validator(mode="after")
+    def _fits(self) -> JobConfig:
+        if self.student.tasks > self.synth.tasks:
+            raise ValueError(f"student.tasks ({self.student.tasks}) exceeds synth.tasks ({self.synth.tasks})")
+        return self
+
+
+def load_config(path: Path | None) -> JobConfig:
+    if path is None:
+        return JobConfig()
+    if not path.exists():
+        raise SpecError.single(path, "", "config file not found")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError.single(path, "", f"not valid TOML: {exc}") from None
+    try:
+        cfg = JobConfig.model_validate(data)
+    except ValidationError as exc:
+        issues = [
+            SpecIssue(".".join(str(p) for p in e["loc"]) or "(top level)", e["msg"]) for e in exc.errors()
+        ]
+        raise SpecError(path, issues) from None
+    if cfg.synth.plan is not None and not cfg.synth.plan.is_absolute():
+        cfg = cfg.model_copy(
+            update={"synth": cfg.synth.model_copy(update={"plan": path.parent / cfg.synth.plan})}
+        )
+    return cfg

@@ -1,0 +1,357 @@
+"""The main job, stage by stage; every stage reads and writes plain files under ``cfg.out``.
+
+Stages (each skipped when its outputs are already complete, so an interrupted job resumes):
+
+1. ``synth``    procedural (or scripted/LLM) synthesis with full validation → ``synth/tasks/*.json``
+2. ``teacher``  the teacher policy (reference solutions) through the built-in loop and the proxy
+3. ``student``  the student (embedded SmolLM2 by default) on held-out tasks, k trials per harness
+4. ``curate``   teacher rollouts → SFT conversations (``sft.jsonl`` + stats)
+5. ``trees``    student captures → prefix trees → tree-weighted training samples
+6. ``train``    GRPO advantages and real RL update(s); new weights pushed to the backend
+7. ``eval``     score, Pass@k, Pass^k of the student; the updated policy re-run when it changed
+8. ``report``   self-contained HTML report + ``summary.json``
+
+Rollouts resume at trial granularity (the runner skips trials already recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from coworkenv.errors import CoworkError
+from coworkenv.job.config import JobConfig
+from coworkenv.rollout.record import RolloutRecord, read_records
+from coworkenv.spec import TaskSpec
+
+STAGES = ("synth", "teacher", "student", "curate", "trees", "train", "eval", "report")
+
+
+@dataclass
+class JobState:
+    cfg: JobConfig
+    console: Console
+    timings: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    backend: Any = None
+
+    @property
+    def out(self) -> Path:
+        return self.cfg.out
+
+    def done(self, stage: str) -> bool:
+        return (self.out / stage / ".done").exists()
+
+    def mark(self, stage: str, info: dict[str, Any]) -> None:
+        d = self.out / stage
+        d.mkdir(parents=True, exist_ok=True)
+        (d / ".done").write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
+
+    def info(self, stage: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / stage / ".done").read_text(encoding="utf-8"))
+        return data
+
+
+# ---------------------------------------------------------------- stages
+
+
+def stage_synth(st: JobState) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coworkenv.synth.cli import GeneratorKind, make_generator
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan, load_plan
+
+    c = st.cfg.synth
+    if c.plan is not None:
+        plan = load_plan(c.plan)
+    elif c.generator == "procedural":
+        from coworkenv.synth.procedural import plan_slots
+
+        plan = Plan(tuple(plan_slots(c.tasks, c.seed)), source=f"procedural:{c.tasks}:seed{c.seed}")
+    else:
+        raise CoworkError(f"synth.generator = {c.generator!r} needs synth.plan (a coverage plan YAML)")
+    gen = make_generator(
+        GeneratorKind(c.generator),
+        seed=c.seed,
+        out_dir=st.out / "synth",
+        llm_base_url=None,
+        llm_model=None,
+        cache_dir=None,
+        discriminator=True,
+        faults=[],
+    )
+    with Progress(
+        TextColumn("[bold]synth[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=st.console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("synth", total=len(plan.slots))
+        run = synthesize(
+            plan,
+            gen,
+            attempts=c.attempts,
+            out=st.out / "synth",
+            on_slot=lambda _r: bar.advance(task),
+            meta={"seed": c.seed},
+        )
+    s = run.stats
+    rejected = {k: v for k, v in s.rejected_by_stage.items() if v}
+    st.console.print(
+        f"synth: {s.slots} slots → {s.accepted} accepted, {s.repaired} repaired, {s.discarded} discarded"
+        f" (rejections by stage: {rejected or 'none'}) in {s.seconds:.1f}s"
+    )
+    if not run.specs:
+        raise CoworkError("synthesis produced no valid task; see synth/run.json")
+    return {"accepted": s.accepted, "repaired": s.repaired, "discarded": s.discarded, "rejected": rejected}
+
+
+def load_tasks(st: JobState) -> list[TaskSpec]:
+    from coworkenv.tasks.load import load_spec
+
+    return [load_spec(p) for p in sorted((st.out / "synth" / "tasks").glob("*.json"))]
+
+
+def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The held-out tasks: the last ``student.tasks`` of the suite, one per template where possible."""
+    picked: list[TaskSpec] = []
+    seen: set[str] = set()
+    for t in reversed(tasks):
+        fam = t.id.rsplit("-", 1)[-1]
+        if fam not in seen:
+            picked.append(t)
+            seen.add(fam)
+        if len(picked) == st.cfg.student.tasks:
+            break
+    return sorted(picked, key=lambda t: t.id)
+
+
+def _rollouts(
+    st: JobState, name: str, tasks: Sequence[TaskSpec], harnesses: Sequence[str], *, trials: int, backend: Any
+) -> list[RolloutRecord]:
+    from coworkenv.rollout.runner import run_rollouts
+
+    summary = run_rollouts(tasks, list(harnesses), trials, backend, st.out / name, st.cfg.student.concurrency)
+    st.console.print(f"{name}: {summary.line()}")
+    records, problems = read_records(st.out / name / "rollouts.jsonl")
+    for p in problems:
+        st.console.print(f"[yellow]warning:[/] {p}")
+    return records
+
+
+def _student_backend(st: JobState) -> Any:
+    if st.backend is None:
+        from coworkenv.proxy.backends import make_backend
+
+        c = st.cfg.student
+        spec = c.backend
+        if spec == "embedded" or spec.startswith("embedded:"):
+            sep = "?" if "?" not in spec else "&"
+            spec = f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
+        st.backend = make_backend(spec)
+    return st.backend
+
+
+def stage_teacher(st: JobState) -> dict[str, Any]:
+    c = st.cfg.teacher
+    recs = _rollouts(st, "teacher", load_tasks(st), [c.harness], trials=c.trials, backend=c.backend)
+    return _reward_info(recs)
+
+
+def stage_student(st: JobState) -> dict[str, Any]:
+    c = st.cfg.student
+    tasks = student_tasks(st, load_tasks(st))
+    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=_student_backend(st))
+    return {**_reward_info(recs), "tasks": [t.id for t in tasks]}
+
+
+def _reward_info(recs: Sequence[RolloutRecord]) -> dict[str, Any]:
+    rewards = [r.rewards.reward for r in recs if r.rewards is not None]
+    return {
+        "rollouts": len(recs),
+        "infra_failures": sum(r.status == "infra_failure" for r in recs),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+    }
+
+
+def stage_curate(st: JobState) -> dict[str, Any]:
+    from coworkenv.curation.export import curate, write_jsonl
+
+    rep = curate([st.out / "teacher"], mode="both")
+    write_jsonl(rep.rows, st.out / "curate" / "sft.jsonl")
+    stats = rep.stats()
+    (st.out / "curate" / "sft.stats.json").write_text(json.dumps(stats, indent=1, default=str) + "\n")
+    st.console.print(f"curate: {len(rep.rows)} SFT conversations from {rep.records_read} teacher rollouts")
+    return {"rows": len(rep.rows), "records": rep.records_read}
+
+
+def stage_trees(st: JobState) -> dict[str, Any]:
+    from coworkenv.trajectories.report import harness_rows, process_dir
+
+    out = st.out / "trees"
+    out.mkdir(parents=True, exist_ok=True)
+    rep = process_dir(st.out / "student", out / "samples.jsonl")
+    rows = harness_rows(rep)
+    (out / "trees.json").write_text(json.dumps(rows, indent=1, default=str) + "\n", encoding="utf-8")
+    st.console.print(f"trees: {rep.samples_written} training samples from {len(rep.rollouts)} rollouts")
+    return {"samples": rep.samples_written, "rollouts": len(rep.rollouts), "harness": rows}
+
+
+def stage_train(st: JobState) -> dict[str, Any]:
+    from coworkenv.rl.config import RLConfig, RunConfig
+    from coworkenv.rl.rl import RLTrainer
+    from coworkenv.trajectories.sample import TrainingSample
+
+    c = st.cfg.train
+    lines = (st.out / "trees" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    samples = [TrainingSample.model_validate_json(x) for x in lines if x.strip()]
+    if c.updates == 0 or not samples:
+        st.console.print("train: skipped (no samples)" if not samples else "train: skipped (updates = 0)")
+        return {"updates": 0, "samples": len(samples)}
+    backend = _student_backend(st)
+    k = st.cfg.student.trials
+    n_groups = len({s.group_key for s in samples})
+    cfg = RLConfig.model_validate(
+        {
+            "estimator": c.estimator,
+            "group_size": k,
+            "batch_size": k * max(1, n_groups),
+            "optim": {"lr": c.lr},
+            "model": {"lora": c.lora} if c.lora else {},
+            "run": RunConfig(out_dir=st.out / "train").model_dump(),
+        }
+    )
+    pushed: list[str] = []
+
+    def push(model: Any, version: int) -> None:
+        if hasattr(backend, "set_weights"):
+            backend.set_weights(model, f"rl-{version}")
+            pushed.append(f"rl-{version}")
+
+    trainer = RLTrainer(
+        cfg,
+        model=getattr(backend, "model", None),
+        tokenizer=getattr(backend, "tokenizer", None),
+        on_weights=push,
+    )
+    metrics: list[dict[str, Any]] = []
+    for _ in range(c.updates):
+        metrics.append(trainer.step(samples))
+    st.console.print(f"train: {c.updates} {c.estimator} update(s); policy version → {pushed or 'unchanged'}")
+    return {"updates": c.updates, "samples": len(samples), "metrics": metrics, "pushed": pushed}
+
+
+def stage_eval(st: JobState) -> dict[str, Any]:
+    from coworkenv.eval.metrics import summarize
+
+    k = st.cfg.student.trials
+    thr = st.cfg.report.pass_threshold
+    before, _ = read_records(st.out / "student" / "rollouts.jsonl")
+    info: dict[str, Any] = {"before": summarize(before, k=k, threshold=thr).model_dump()}
+    teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
+    info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
+    return info
+
+
+def stage_report(st: JobState) -> dict[str, Any]:
+    from coworkenv.eval.report import render_report
+
+    k = st.cfg.student.trials
+    recs, problems = read_records(st.out / "student" / "rollouts.jsonl")
+    teacher, p2 = read_records(st.out / "teacher" / "rollouts.jsonl")
+    html = render_report(
+        [*recs, *teacher],
+        k=k,
+        threshold=st.cfg.report.pass_threshold,
+        problems=[*problems, *p2],
+        title="coworkenv main job",
+    )
+    path = st.out / st.cfg.report.html
+    path.write_text(html, encoding="utf-8")
+    return {"html": str(path)}
+
+
+RUNNERS: dict[str, Callable[[JobState], dict[str, Any]]] = {
+    "synth": stage_synth,
+    "teacher": stage_teacher,
+    "student": stage_student,
+    "curate": stage_curate,
+    "trees": stage_trees,
+    "train": stage_train,
+    "eval": stage_eval,
+    "report": stage_report,
+}
+
+
+def run_job(cfg: JobConfig, console: Console | None = None, *, fresh: bool = False) -> dict[str, Any]:
+    """Run (or resume) every stage; returns the summary also written to ``summary.json``."""
+    st = JobState(cfg, console or Console())
+    if fresh and cfg.out.exists():
+        import shutil
+
+        shutil.rmtree(cfg.out)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "config.json").write_text(cfg.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    t_job = time.perf_counter()
+    for stage in STAGES:
+        if st.done(stage) and stage not in ("report",):
+            st.console.print(f"[dim]{stage}: already done (resume)[/]")
+            st.summary[stage] = st.info(stage)
+            continue
+        t0 = time.perf_counter()
+        info = RUNNERS[stage](st)
+        info["seconds"] = round(time.perf_counter() - t0, 2)
+        st.mark(stage, info)
+        st.summary[stage] = info
+    st.summary["wall_s"] = round(time.perf_counter() - t_job, 1)
+    (cfg.out / "summary.json").write_text(json.dumps(st.summary, indent=1, default=str) + "\n")
+    st.console.print(summary_table(st.summary))
+    return st.summary
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    t = Table(title="coworkenv main job")
+    t.add_column("stage")
+    t.add_column("result")
+    t.add_column("s", justify="right")
+    for stage in STAGES:
+        info = summary.get(stage, {})
+        t.add_row(stage, _describe(stage, info), str(info.get("seconds", "")))
+    t.add_row("total", "", str(summary.get("wall_s", "")))
+    return t
+
+
+def _describe(stage: str, info: dict[str, Any]) -> str:
+    if stage == "synth":
+        return (
+            f"{info.get('accepted', 0)} accepted, {info.get('repaired', 0)} repaired, "
+            f"{info.get('discarded', 0)} discarded"
+        )
+    if stage in ("teacher", "student"):
+        m = info.get("mean_reward")
+        return (
+            f"{info.get('rollouts', 0)} rollouts, mean reward {'-' if m is None else f'{m:.3f}'}, "
+            f"{info.get('infra_failures', 0)} infra failures"
+        )
+    if stage == "curate":
+        return f"{info.get('rows', 0)} SFT conversations"
+    if stage == "trees":
+        return f"{info.get('samples', 0)} samples from {info.get('rollouts', 0)} rollouts"
+    if stage == "train":
+        return f"{info.get('updates', 0)} update(s), pushed {info.get('pushed', [])}"
+    if stage == "eval":
+        b = info.get("before", {})
+        return f"student score {b.get('overall', {}).get('score', '-')}"
+    if stage == "report":
+        return str(info.get("html", ""))
+    return ""

@@ -1,0 +1,235 @@
+"""The embedded backend: a Hugging Face causal LM (SmolLM2-135M-Instruct by default) on CPU.
+
+Contract: ``complete`` renders the request with the codec, encodes it with the model's tokenizer
+(``prompt_ids`` are exactly the ids fed to the model), samples up to ``max_tokens`` new tokens with a
+KV cache and stops at the tokenizer's end ids (``<|im_end|>``, ``<|endoftext|>``) or a stop text.
+``output_ids`` include the end token when one was produced (the policy chose to stop; training
+needs it); ``text`` is the decoded output without special tokens.
+
+Logprobs: ``logprobs[i]`` is ``log_softmax`` of the *processed* logits actually sampled from —
+logits divided by the temperature, then nucleus (top-p) filtered and renormalized — evaluated at
+``output_ids[i]``. That is the rollout policy's probability, which is what an importance-sampling
+correction needs; with temperature 1 and top_p 1 it equals the model's own log-probability.
+Temperature 0 means greedy decoding; the logprobs are then the model's (temperature-1) ones.
+
+Sampling is seeded (one ``torch.Generator`` per backend, advanced call after call). Generation is
+serialized by a lock and runs in a worker thread, so the event loop stays free; ``set_weights``
+takes the same lock, so weights never change in the middle of a turn, and every Completion
+carries the ``policy_version`` it was generated with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coworkenv.models import EMBEDDED, ModelError, embedded_checkpoint, load_causal_lm
+from coworkenv.proxy.backends.base import BackendError, Completion
+from coworkenv.proxy.codecs import Codec, get_codec
+from coworkenv.proxy.codecs.base import count_tool_calls
+from coworkenv.proxy.messages import ChatRequest, FinishReason
+
+
+@dataclass(frozen=True)
+class Generation:
+    output_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: FinishReason
+
+
+def smollm2_tokenizer() -> Any:
+    """The real SmolLM2 tokenizer from the cached converted checkpoint."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_checkpoint(), local_files_only=True)
+
+
+def tiny_random_model(tokenizer: Any, *, seed: int = 0, layers: int = 2, hidden: int = 64) -> Any:
+    """A randomly initialized LlamaForCausalLM sized for ``tokenizer`` (for fast tests)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.eval()
+    return model
+
+
+def processed_logprobs(logits: Any, temperature: float, top_p: float) -> Any:
+    """Log-probabilities of the distribution sampled from (temperature, then top-p renormalized).
+
+    Works on the last dimension; ``temperature <= 0`` (greedy) returns the plain model log-softmax."""
+    import torch
+
+    logits = logits.float()
+    if temperature <= 0:
+        return torch.log_softmax(logits, dim=-1)
+    logits = logits / temperature
+    if 0 < top_p < 1:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        before = torch.cumsum(probs, dim=-1) - probs  # mass strictly above each token
+        drop_sorted = before >= top_p  # keeps the smallest prefix reaching top_p (never the first)
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return torch.log_softmax(logits, dim=-1)
+
+
+class EmbeddedBackend:
+    """Generate with a local model; see the module docstring for the exact token/logprob contract."""
+
+    name = "embedded"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        codec: Codec | str = "smollm2",
+        seed: int = 0,
+        max_new_tokens: int = 512,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        version: str = "0",
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.codec = get_codec(codec, tokenizer) if isinstance(codec, str) else codec
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self._version = version
+        self._lock = threading.Lock()
+        self._generator = torch.Generator().manual_seed(seed)
+        ends = {tokenizer.eos_token_id, getattr(model.config, "eos_token_id", None)}
+        vocab = tokenizer.get_vocab()
+        ends.update(vocab.get(text) for text in (*self.codec.stop_texts, "<|im_end|>", "<|endoftext|>"))
+        self.end_ids = frozenset(int(t) for t in ends if isinstance(t, int))
+        self.context_limit = int(getattr(model.config, "max_position_embeddings", 8192))
+
+    @classmethod
+    def from_checkpoint(cls, path: str = EMBEDDED, **kwargs: Any) -> EmbeddedBackend:
+        """Load ``"smollm2"`` (the embedded default) or a saved checkpoint directory."""
+        model, tok = load_causal_lm(path)
+        kwargs.setdefault("version", path if path == EMBEDDED else str(path).rstrip("/").rsplit("/", 1)[-1])
+        return cls(model, tok, **kwargs)
+
+    @property
+    def policy_version(self) -> str:
+        return self._version
+
+    def set_weights(self, weights: Mapping[str, Any] | Any, version: str) -> None:
+        """Load new weights (a state dict or a model with the same architecture) and name them.
+
+        Waits for the current turn to finish; tensors are copied, the caller keeps its own."""
+        state = weights.state_dict() if hasattr(weights, "state_dict") else weights
+        with self._lock:
+            try:
+                self.model.load_state_dict(state, strict=True)
+            except RuntimeError as exc:
+                first = str(exc).splitlines()[:3]
+                raise ModelError(
+                    f"set_weights({version!r}): the weights do not fit the embedded model's "
+                    f"architecture ({' '.join(first)[:300]}); push a state dict of the same model"
+                ) from None
+            self._version = version
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await asyncio.to_thread(self._complete_locked, request)
+
+    # ------------------------------------------------------------ generation
+
+    def _complete_locked(self, request: ChatRequest) -> Completion:
+        with self._lock:
+            version = self._version
+            rendered = self.codec.render(request, self.tokenizer)
+            room = self.context_limit - len(rendered.ids)
+            if room <= 0:
+                raise BackendError(
+                    "context_length",
+                    f"prompt of {len(rendered.ids)} tokens exceeds the model's {self.context_limit}",
+                )
+            limit = min(request.max_tokens or self.max_new_tokens, self.max_new_tokens, room)
+            temperature = self.temperature if request.temperature is None else request.temperature
+            top_p = self.top_p if request.top_p is None else request.top_p
+            stops = (*self.codec.stop_texts, *request.stop)
+            gen = self.generate(rendered.ids, limit, temperature, top_p, stops)
+        body = [t for t in gen.output_ids if t not in self.end_ids]
+        text = str(self.tokenizer.decode(body, skip_special_tokens=True))
+        for stop in request.stop:
+            cut = text.find(stop)
+            if cut != -1:
+                text = text[:cut]
+        turn = self.codec.parse(
+            text,
+            request.tools,
+            first_call_index=count_tool_calls(request.messages),
+            finish_reason=gen.finish_reason,
+        )
+        return Completion(
+            turn=turn,
+            text=text,
+            prompt_ids=rendered.ids,
+            output_ids=gen.output_ids,
+            logprobs=gen.logprobs,
+            policy_version=version,
+            model=request.model or self.name,
+            usage_prompt_tokens=len(rendered.ids),
+            usage_completion_tokens=len(gen.output_ids),
+        )
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        max_new: int,
+        temperature: float,
+        top_p: float,
+        stop_texts: Sequence[str] = (),
+    ) -> Generation:
+        """Sample up to ``max_new`` tokens after ``prompt_ids`` with a KV cache (caller holds the lock)."""
+        import torch
+
+        out: list[int] = []
+        lps: list[float] = []
+        finish: FinishReason = "length"
+        extra_stops = [s for s in stop_texts if s not in self.codec.stop_texts]
+        with torch.inference_mode():
+            result = self.model(input_ids=torch.tensor([list(prompt_ids)]), use_cache=True, logits_to_keep=1)
+            for _ in range(max_new):
+                logits = result.logits[0, -1]
+                logp = processed_logprobs(logits, temperature, top_p)
+                if temperature <= 0:
+                    token = int(torch.argmax(logits))
+                else:
+                    token = int(torch.multinomial(logp.exp(), 1, generator=self._generator))
+                out.append(token)
+                lps.append(float(logp[token]))
+                if token in self.end_ids:
+                    finish = "stop"
+                    break
+                if extra_stops:
+                    tail = str(self.tokenizer.decode(out[-16:], skip_special_tokens=False))
+                    if any(s in tail for s in extra_stops):
+                        finish = "stop"
+                        break
+                result = self.model(input_ids=torch.tensor([[token]]), cache=result.cache, use_cache=True)
+        return Generation(tuple(out), tuple(lps), finish)
