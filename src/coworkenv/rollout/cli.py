@@ -1,9 +1,87 @@
-"""CLI commands of the rollout stage, added to the main app by :func:`register`."""
+"""CLI commands of the rollout stage, added to the main app by :func:`register`.
+
+``coworkenv rollout TASKS... --harness loop[,claude-code,...] --trials K --backend SPEC --out DIR
+--concurrency N [--ray [ADDRESS]]`` runs tasks × harnesses × trials and writes
+``DIR/rollouts.jsonl`` plus ``DIR/calls/``; rerunning the same command resumes.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to app."""
+    app.command("rollout")(rollout)
+
+
+def rollout(  # noqa: PLR0917
+    tasks: Annotated[list[str], typer.Argument(help="Task files/dirs or built-in ids ('builtin' = all).")],
+    harness: Annotated[
+        str, typer.Option("--harness", help="Comma-separated: loop, claude-code, codex, qwen, opencode.")
+    ] = "loop",
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per (task, harness).")] = 1,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="reference (each task's reference script) | embedded | scripted | openai:URL | "
+            "vllm:URL | passthrough:URL ... (see coworkenv.proxy.backends.make_backend)",
+        ),
+    ] = "embedded",
+    out: Annotated[Path, typer.Option("--out", help="Output directory (resumes if it has records).")] = Path(
+        "rollouts"
+    ),
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Rollouts at once.")] = 4,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Cap on each rollout's wall clock (seconds).")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray", help="Spread rollouts over Ray workers: 'local' or a cluster address (ray://...)."
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Ray workers (with --ray).")] = 2,
+    keep: Annotated[bool, typer.Option("--keep-sandboxes", help="Keep sandboxes for debugging.")] = False,
+) -> None:
+    """Run rollouts: every task × harness × trial in its own sandbox, through the capturing proxy."""
+    from rich.console import Console
+
+    from coworkenv.cli import expand_paths, resolve_task
+    from coworkenv.rollout.runner import run_rollouts
+    from coworkenv.spec import TaskSpec
+    from coworkenv.tasks.builtin import builtin_tasks
+
+    specs: list[TaskSpec] = []
+    for ref in tasks:
+        if ref == "builtin":
+            specs.extend(builtin_tasks())
+        elif Path(ref).is_dir():
+            specs.extend(resolve_task(str(p))[0] for p in expand_paths([Path(ref)]))
+        else:
+            specs.append(resolve_task(ref)[0])
+    names = [h.strip() for h in harness.split(",") if h.strip()]
+    console = Console(stderr=True)
+    if ray is not None:
+        from coworkenv.rollout.ray import run_rollouts_ray
+
+        summary = run_rollouts_ray(
+            specs,
+            names,
+            trials,
+            backend,
+            out,
+            concurrency,
+            address=None if ray in ("", "local") else ray,
+            workers=workers,
+            timeout_cap_s=timeout,
+        )
+    else:
+        summary = run_rollouts(
+            specs, names, trials, backend, out, concurrency, timeout_cap_s=timeout, keep_sandboxes=keep
+        )
+    console.print(summary.line())

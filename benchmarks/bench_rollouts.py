@@ -1,0 +1,111 @@
+"""Embedded-backend rollouts per hour for the white-box loop (issue 4's rollout benchmark).
+
+Runs ``--rollouts`` rollouts of the built-in ``loop`` harness through the capturing proxy with the
+embedded SmolLM2-135M backend on CPU, ``--concurrency`` at a time, and reports rollouts/hour,
+model calls/hour, generated tokens/s and the status mix. Each task's limits are capped with
+``--max-turns`` and ``--timeout`` (reported with the results), so a number is reproducible.
+
+    .venv/bin/python benchmarks/bench_rollouts.py --rollouts 8 --concurrency 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from coworkenv.proxy.capture import read_calls
+from coworkenv.rollout.runner import run_rollouts
+from coworkenv.tasks.builtin import builtin_task
+
+DEFAULT_TASKS = "M1003_ticket_kb_resolution,MT01_meeting_slot_booking"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", default=DEFAULT_TASKS)
+    ap.add_argument("--rollouts", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--max-turns", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--timeout", type=float, default=180.0)
+    ap.add_argument("--backend", default=None, help="backend spec (default embedded?max_tokens=N&seed=0)")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "rollouts_embedded.json")
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(min(2, os.cpu_count() or 2))
+    from coworkenv.proxy.backends import make_backend
+
+    backend_spec = args.backend or f"embedded?max_tokens={args.max_tokens}&seed=0"
+    t_load = time.monotonic()
+    backend = make_backend(backend_spec)
+    load_s = time.monotonic() - t_load
+
+    names = args.tasks.split(",")
+    specs = []
+    for name in names:
+        s = builtin_task(name)
+        specs.append(
+            s.model_copy(update={"limits": s.limits.model_copy(update={"max_turns": args.max_turns})})
+        )
+    trials = max(1, -(-args.rollouts // len(specs)))
+    out_dir = Path(tempfile.mkdtemp(prefix="bench-rollouts-"))
+    os.environ["COWORKENV_NO_PROGRESS"] = "1"
+    try:
+        t0 = time.monotonic()
+        summary = run_rollouts(
+            specs, ["loop"], trials, backend, out_dir, args.concurrency, timeout_cap_s=args.timeout
+        )
+        wall = time.monotonic() - t0
+        calls = [
+            c
+            for r in summary.records
+            for c in read_calls(out_dir / "calls" / f"{r.rollout_id}.calls.jsonl")[0]
+        ]
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    n = len(summary.records)
+    out_tokens = sum(len(c.output_ids) for c in calls)
+    prompt_tokens = sum(len(c.prompt_ids) for c in calls)
+    result = {
+        "benchmark": "embedded-backend rollouts/hour, white-box loop",
+        "backend": backend_spec,
+        "tasks": names,
+        "rollouts": n,
+        "concurrency": args.concurrency,
+        "max_turns": args.max_turns,
+        "timeout_s": args.timeout,
+        "wall_s": round(wall, 1),
+        "model_load_s": round(load_s, 1),
+        "rollouts_per_hour": round(n / wall * 3600, 1),
+        "model_calls": len(calls),
+        "model_calls_per_hour": round(len(calls) / wall * 3600, 1),
+        "generated_tokens_per_s": round(out_tokens / wall, 1),
+        "mean_prompt_tokens": round(prompt_tokens / max(1, len(calls)), 1),
+        "mean_output_tokens": round(out_tokens / max(1, len(calls)), 1),
+        "status": {
+            "ok": summary.ok,
+            "infra_failure": summary.infra_failures,
+            "timed_out": sum(r.timed_out for r in summary.records),
+        },
+        "mean_reward": summary.mean_reward,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

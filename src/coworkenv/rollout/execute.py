@@ -1,0 +1,303 @@
+"""One rollout, start to record: sandbox, trial, proxy prefix, harness, settle, label, grade.
+
+Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.rollout.record`):
+
+* the sandbox, trial or proxy prefix cannot be set up, or the harness is not installed →
+  ``infra_failure`` / ``start_failure``;
+* the harness raises :class:`HarnessInfraError` (HTTP error, ...) or crashes (exception, non-zero
+  exit) → ``infra_failure`` with that kind; a captured call with ``error`` set (the backend failed)
+  → ``upstream_error``;
+* the wall clock runs out before any model call → ``timeout_before_call``; after ≥ 1 call the
+  timeout is the policy's: graded, ``timed_out=True``;
+* a harness that ends without any model call reaching the proxy → ``http_error`` (it could not
+  reach its endpoint, or talked to something else);
+* otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
+  final answer, the final state and the workspace.
+
+Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
+redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
+and proxy prefix are always released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from coworkenv.grading.grader import Episode, grade
+from coworkenv.proxy.backends.base import Backend
+from coworkenv.proxy.capture import CapturedCall, CaptureStore
+from coworkenv.proxy.messages import AssistantTurn, Message
+from coworkenv.rollout.harnesses.base import (
+    Harness,
+    HarnessContext,
+    HarnessInfraError,
+    HarnessNotInstalled,
+    HarnessResult,
+)
+from coworkenv.rollout.record import FailureKind, FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
+from coworkenv.rollout.sandbox import Sandbox
+from coworkenv.services.trial import Host, Trial
+from coworkenv.spec import TaskSpec
+
+TIMEOUT_GRACE_S = 15.0
+"""Extra time the sandbox grants a harness beyond its own timeout before cancelling it."""
+
+
+class ProxyLike(Protocol):
+    """The part of :class:`coworkenv.proxy.server.ProxyServer` a rollout uses."""
+
+    def open_rollout(
+        self,
+        rollout_id: str,
+        *,
+        task_id: str = "",
+        harness: str = "",
+        backend: Backend | None = None,
+        state_hash: Callable[[], str] | None = None,
+    ) -> str: ...
+
+    async def settle(self, rollout_id: str, quiet_s: float = 0.2, timeout_s: float = 10.0) -> int: ...
+
+    def close_rollout(self, rollout_id: str) -> None: ...
+
+
+@dataclass
+class RunContext:
+    """What every rollout of one run shares."""
+
+    host: Host
+    proxy: ProxyLike
+    proxy_base: str
+    """``http://127.0.0.1:P`` of the proxy."""
+    store: CaptureStore
+    run_dir: Path
+    services_base: str | None = None
+    """``http://127.0.0.1:P`` of the services app (MCP for black-box harnesses)."""
+    backend_name: str = ""
+    backend_for: Callable[[TaskSpec], Backend | None] | None = None
+    """Per-rollout backend (e.g. the task's reference script); ``None``: the proxy's default."""
+    timeout_cap_s: float | None = None
+    keep_sandboxes: bool = False
+    settle_timeout_s: float = 10.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    task: TaskSpec
+    harness: str
+    trial: int
+    rollout_id: str
+
+
+async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> RolloutRecord:
+    spec, rid = job.task, job.rollout_id
+    started, t0 = time.time(), time.monotonic()
+    timeout = spec.limits.timeout_s
+    if rc.timeout_cap_s is not None:
+        timeout = min(timeout, rc.timeout_cap_s)
+    box: Sandbox | None = None
+    trial: Trial | None = None
+    opened = False
+    result = HarnessResult()
+    failure: tuple[FailureKind, str] | None = None
+    base = _Base(job, rc, started)
+    try:
+        try:
+            harness.check_installed()
+            box = Sandbox.create(rc.run_dir, rid, spec)
+            if spec.id not in rc.host.tasks:
+                rc.host.add_task(spec)
+            trial = rc.host.open_trial(spec.id, rid)
+            backend = rc.backend_for(spec) if rc.backend_for is not None else None
+            prefix = rc.proxy.open_rollout(
+                rid, task_id=spec.id, harness=harness.name, backend=backend, state_hash=trial.state_hash
+            )
+            opened = True
+        except HarnessNotInstalled as exc:
+            return base.failed("start_failure", str(exc), time.monotonic() - t0)
+        except Exception as exc:
+            return base.failed("start_failure", f"{type(exc).__name__}: {exc}", time.monotonic() - t0)
+        ctx = HarnessContext(
+            spec=spec,
+            rollout_id=rid,
+            trial=trial,
+            workspace=box.workspace,
+            home=box.home,
+            proxy_url=rc.proxy_base.rstrip("/") + prefix,
+            mcp_url=f"{rc.services_base.rstrip('/')}/t/{trial.id}/mcp" if rc.services_base else None,
+            timeout_s=timeout,
+            max_turns=spec.limits.max_turns,
+            env=box.env(rc.extra_env),
+            log_dir=box.logs,
+        )
+        try:
+            result = await asyncio.wait_for(harness.run(ctx), timeout + TIMEOUT_GRACE_S)
+        except TimeoutError:
+            result = HarnessResult(timed_out=True)
+        except HarnessNotInstalled as exc:
+            failure = ("start_failure", str(exc))
+        except HarnessInfraError as exc:
+            failure = (exc.kind, exc.detail)
+        except (FileNotFoundError, PermissionError) as exc:
+            failure = ("start_failure", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            failure = ("harness_crash", f"{type(exc).__name__}: {exc}")
+        # a harness that timed out or crashed abandoned its call in flight: do not wait long for it
+        settle_s = rc.settle_timeout_s if failure is None and not result.timed_out else 1.0
+        n_calls = await rc.proxy.settle(rid, timeout_s=settle_s)
+        calls, _problems = rc.store.read(rid)
+        failure = failure or _label(result, calls, n_calls)
+        return await _finish(base, rc, harness, trial, box, result, calls, failure, time.monotonic() - t0)
+    finally:
+        if opened:
+            rc.proxy.close_rollout(rid)
+        if trial is not None:
+            rc.host.close_trial(trial.id)
+        if box is not None:
+            box.cleanup(keep=rc.keep_sandboxes)
+
+
+def _label(
+    result: HarnessResult, calls: Sequence[CapturedCall], n_calls: int
+) -> tuple[FailureKind, str] | None:
+    if result.failure is not None:
+        return result.failure
+    errors = [c for c in calls if c.error]
+    if errors:
+        return ("upstream_error", f"{len(errors)} model call(s) failed: {errors[0].error}")
+    if result.timed_out and n_calls == 0:
+        return ("timeout_before_call", "wall clock ran out before any model call")
+    if result.timed_out:
+        return None  # the policy's timeout: graded
+    if result.exit_code not in (None, 0):
+        tail = result.stderr_tail.strip().splitlines()[-3:]
+        return ("harness_crash", f"exit code {result.exit_code}: {' | '.join(tail)}"[:500])
+    if n_calls == 0:
+        return ("http_error", "the harness ended without any model call reaching the proxy")
+    return None
+
+
+@dataclass
+class _Base:
+    job: RolloutJob
+    rc: RunContext
+    started: float
+
+    def fields(self) -> dict[str, Any]:
+        spec = self.job.task
+        return {
+            "rollout_id": self.job.rollout_id,
+            "task_id": spec.id,
+            "harness": self.job.harness,
+            "trial": self.job.trial,
+            "category": spec.category,
+            "difficulty": spec.difficulty,
+            "seed": self.job.trial,
+            "backend": self.rc.backend_name,
+            "started_at": self.started,
+        }
+
+    def failed(self, kind: FailureKind, detail: str, wall: float) -> RolloutRecord:
+        return RolloutRecord(
+            **self.fields(),
+            status="infra_failure",
+            failure=FailureLabel(kind=kind, detail=detail),
+            wall_s=wall,
+        )
+
+
+def messages_from_calls(calls: Sequence[CapturedCall]) -> tuple[Message, ...]:
+    """The conversation as the model saw it: the last call's messages plus its answer."""
+    done = [c for c in calls if not c.error]
+    if not done:
+        return ()
+    last = done[-1]
+    turn = AssistantTurn.model_validate(last.response) if last.response else AssistantTurn(content=last.text)
+    reply = Message(role="assistant", content=turn.content, tool_calls=turn.tool_calls)
+    return (*last.request.messages, reply)
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        calls = "".join(f"\n  -> {c.name}({c.arguments})" for c in m.tool_calls)
+        lines.append(f"[{m.role}] {m.content}{calls}")
+    return "\n".join(lines)
+
+
+async def _finish(  # noqa: PLR0917
+    base: _Base,
+    rc: RunContext,
+    harness: Harness,
+    trial: Trial,
+    box: Sandbox,
+    result: HarnessResult,
+    calls: Sequence[CapturedCall],
+    failure: tuple[FailureKind, str] | None,
+    wall: float,
+) -> RolloutRecord:
+    messages = result.messages or messages_from_calls(calls)
+    final = result.final_answer
+    if not final and not result.timed_out and messages and messages[-1].role == "assistant":
+        final = messages[-1].content
+    events = list(trial.audit)
+    meta: dict[str, Any] = {"harness_version": harness.version, **result.meta}
+    if result.exit_code is not None:
+        meta["exit_code"] = result.exit_code
+    if result.stderr_tail and failure is not None:
+        meta["stderr_tail"] = result.stderr_tail[-2000:]
+    common: dict[str, Any] = {
+        **base.fields(),
+        "wall_s": wall,
+        "n_calls": len(calls),
+        "policy_version": calls[-1].policy_version if calls else "0",
+        "final_answer": final,
+        "messages": messages,
+        "tool_calls": tuple(
+            ToolCallRecord(
+                seq=e.seq,
+                tool=e.tool,
+                args=e.args,
+                ok=e.ok,
+                error=(e.error or {}).get("error") if e.error else None,
+            )
+            for e in events
+        ),
+        "audit": tuple(e.to_dict() for e in events),
+        "meta": meta,
+    }
+    if failure is not None:
+        return RolloutRecord(
+            **common, status="infra_failure", failure=FailureLabel(kind=failure[0], detail=failure[1])
+        )
+    episode = Episode(
+        events=events,
+        final_answer=final,
+        state=trial.snapshot(),
+        workspace=box.workspace,
+        transcript=transcript(messages),
+    )
+    graded = await asyncio.to_thread(grade, base.job.task, episode)
+    rewards = None
+    if graded.reward is not None and graded.completion is not None:
+        rewards = RewardParts(
+            reward=graded.reward,
+            completion=graded.completion,
+            safety=graded.safety,
+            robustness=graded.robustness,
+        )
+    return RolloutRecord(
+        **common,
+        status="ok",
+        timed_out=result.timed_out,
+        grade=graded.model_dump(mode="json"),
+        rewards=rewards,
+    )

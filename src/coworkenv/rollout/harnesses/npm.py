@@ -1,0 +1,160 @@
+"""Shared machinery of the black-box CLI harnesses installed from npm.
+
+Contract: a :class:`NpmCliHarness` names its pinned npm package, version and binary; the binary
+lives at ``$COWORKENV_HARNESS_DIR/<package>@<version>/node_modules/.bin/<bin>`` (default dir
+``~/.cache/coworkenv/harnesses``, filled by ``scripts/install_harnesses.sh``).
+:meth:`check_installed` raises :class:`HarnessNotInstalled` with the install command.
+:meth:`run` writes the harness's config files into the sandbox HOME (:meth:`prepare`), starts the
+CLI unmodified with the task as its prompt, in its own process group, stdin ``/dev/null``, and a
+wall-clock limit (:func:`coworkenv.rollout.sandbox.run_process`), then extracts the final answer
+from its stdout (:meth:`final_answer`; empty → the sandbox falls back to the last captured model
+reply). Subclasses only describe the CLI.
+
+Multi-turn tasks: when the answer asks the user a question (contains ``?``) and the task has a
+simulated user, the reply (:class:`ScriptedUser`) is sent by starting the CLI again on the same
+session (:meth:`session_id` from its output, :meth:`resume_args`), until it answers without a
+question, the user has no turns left, or the wall clock runs out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from coworkenv.rollout.harnesses.base import HarnessContext, HarnessNotInstalled, HarnessResult
+from coworkenv.rollout.loop import ScriptedUser
+from coworkenv.rollout.sandbox import run_process
+
+_SESSION = re.compile(r'"(?:session_id|sessionID|sessionId|thread_id)"\s*:\s*"([^"]+)"')
+
+INSTALL_HINT = "scripts/install_harnesses.sh"
+MCP_SERVER_NAME = "cowork"
+"""The MCP server's name in every harness config (tools appear as e.g. ``mcp__cowork__<tool>``)."""
+
+
+def harness_dir() -> Path:
+    return Path(os.environ.get("COWORKENV_HARNESS_DIR") or Path.home() / ".cache" / "coworkenv" / "harnesses")
+
+
+def task_prompt(ctx: HarnessContext) -> str:
+    """The first user message a CLI harness gets: the request plus the date the services use."""
+    return (
+        f"{ctx.spec.request}\n\n"
+        f"(Today is {ctx.spec.mock_today.isoformat()}. Use the `{MCP_SERVER_NAME}` MCP tools for the "
+        "company's systems. When you are done, reply with a short final answer.)"
+    )
+
+
+class NpmCliHarness:
+    name = ""
+    package = ""
+    pinned = ""
+    binary_name = ""
+
+    @property
+    def version(self) -> str:
+        return self.pinned
+
+    def install_dir(self) -> Path:
+        return harness_dir() / f"{self.package}@{self.pinned}"
+
+    def binary(self) -> Path:
+        return self.install_dir() / "node_modules" / ".bin" / self.binary_name
+
+    def check_installed(self) -> None:
+        path = self.binary()
+        if not path.exists():
+            raise HarnessNotInstalled(
+                f"harness {self.name!r} is not installed ({self.package}@{self.pinned} expected at {path}); "
+                f"run {INSTALL_HINT} {self.name}"
+            )
+
+    # -- to describe the CLI
+
+    def prepare(self, ctx: HarnessContext) -> tuple[list[str], dict[str, str]]:
+        """Write config files into the sandbox; return (argv after the binary, extra env)."""
+        raise NotImplementedError
+
+    def final_answer(self, stdout: str, ctx: HarnessContext) -> str:
+        return ""
+
+    def session_id(self, stdout: str) -> str | None:
+        found = _SESSION.search(stdout)
+        return found.group(1) if found else None
+
+    def resume_args(self, ctx: HarnessContext, session: str, reply: str) -> list[str] | None:
+        """Arguments that send ``reply`` as the next user turn of ``session`` (None: unsupported)."""
+        return None
+
+    # -- running
+
+    async def run(self, ctx: HarnessContext) -> HarnessResult:
+        self.check_installed()
+        if ctx.mcp_url is None:
+            raise HarnessNotInstalled(f"harness {self.name!r} needs the services' MCP endpoint (none served)")
+        args, extra = self.prepare(ctx)
+        env = {**ctx.env, **extra}
+        logs = ctx.log_dir or ctx.home.parent / "logs"
+        user = ScriptedUser(ctx.spec.user_sim) if ctx.spec.user_sim else None
+        deadline = time.monotonic() + ctx.timeout_s
+        rounds = 0
+        while True:
+            res = await run_process(
+                [str(self.binary()), *args],
+                cwd=ctx.workspace,
+                env=env,
+                timeout_s=max(0.1, deadline - time.monotonic()),
+                log_dir=logs,
+                name=f"{self.name}-{rounds}" if rounds else self.name,
+            )
+            rounds += 1
+            answer = "" if res.timed_out else self.final_answer(res.stdout, ctx)
+            if res.timed_out or res.returncode != 0 or user is None or user.exhausted or "?" not in answer:
+                break
+            session = self.session_id(res.stdout)
+            nxt = self.resume_args(ctx, session, user.reply(answer)) if session else None
+            if nxt is None:
+                break
+            args = nxt
+        return HarnessResult(
+            final_answer=answer,
+            exit_code=res.returncode,
+            timed_out=res.timed_out,
+            stderr_tail=res.stderr_tail,
+            meta={"harness_wall_s": round(res.wall_s, 3), "harness_rounds": rounds},
+        )
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def json_lines(stdout: str) -> list[Any]:
+    """Every line of ``stdout`` that parses as JSON (CLIs print JSONL event streams)."""
+    out: list[Any] = []
+    for raw in stdout.splitlines():
+        line = raw.strip()
+        if line.startswith(("{", "[")):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def last_result_text(events: Sequence[Any]) -> str:
+    """The ``result`` string of the last ``{"type": "result"}`` event (Claude/Qwen JSON output)."""
+    flat: list[Any] = []
+    for e in events:
+        flat.extend(e if isinstance(e, list) else [e])
+    for e in reversed(flat):
+        if isinstance(e, dict) and e.get("type") == "result" and isinstance(e.get("result"), str):
+            return str(e["result"])
+    return ""

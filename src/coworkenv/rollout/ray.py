@@ -1,0 +1,135 @@
+"""The rollout runner spread over Ray workers (same jobs, same records, same resume rules).
+
+Contract of :func:`run_rollouts_ray`: the driver plans the jobs exactly like
+:func:`coworkenv.rollout.runner.run_rollouts` (skipping keys already in ``<out>/rollouts.jsonl``),
+starts ``workers`` Ray actors — each an asyncio actor running its own proxy + services server
+(:func:`open_session`) and up to ``concurrency`` rollouts at once, with its captures in a
+worker-local directory — and hands jobs out as workers free up. Each finished rollout comes back
+to the driver as (record, calls JSONL); the driver writes the calls file, then appends the
+record, so the output directory is the single source of truth and works across machines.
+``backend`` must be picklable (a spec string or a module-level factory); harnesses must be
+installed on every worker node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from coworkenv.rollout.execute import RolloutJob, RunContext, execute_rollout
+from coworkenv.rollout.harnesses import Harness, get_harness
+from coworkenv.rollout.record import RolloutRecord, append_record
+from coworkenv.rollout.runner import (
+    CALLS_DIR,
+    RECORDS_FILE,
+    BackendArg,
+    RunSummary,
+    open_session,
+    plan_jobs,
+    prepare_out_dir,
+)
+from coworkenv.spec import TaskSpec
+
+
+class RolloutWorker:
+    """The actor body (wrapped with ``ray.remote`` at run time)."""
+
+    def __init__(self, backend: BackendArg, timeout_cap_s: float | None) -> None:
+        self.backend = backend
+        self.timeout_cap_s = timeout_cap_s
+        self.root = Path(tempfile.mkdtemp(prefix="coworkenv-ray-"))
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._rc: RunContext | None = None
+        self._lock = asyncio.Lock()
+        self._harnesses: dict[str, Harness] = {}
+
+    async def _session(self) -> RunContext:
+        async with self._lock:
+            if self._rc is None:
+                self._stack = contextlib.AsyncExitStack()
+                self._rc = await self._stack.enter_async_context(
+                    open_session(
+                        self.backend, self.root / CALLS_DIR, self.root, timeout_cap_s=self.timeout_cap_s
+                    )
+                )
+            return self._rc
+
+    async def run(self, job: RolloutJob) -> tuple[str, str]:
+        rc = await self._session()
+        harness = self._harnesses.get(job.harness) or get_harness(job.harness)
+        self._harnesses[job.harness] = harness
+        record = await execute_rollout(rc, job, harness)
+        path = rc.store.path(job.rollout_id)
+        calls = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.unlink(missing_ok=True)
+        return record.model_dump_json(), calls
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def run_rollouts_ray(  # noqa: PLR0917
+    tasks: Sequence[TaskSpec],
+    harnesses: Sequence[str],
+    trials: int,
+    backend: BackendArg,
+    out_dir: Path,
+    concurrency: int = 4,
+    *,
+    address: str | None = None,
+    workers: int = 2,
+    timeout_cap_s: float | None = None,
+    init_kwargs: dict[str, Any] | None = None,
+) -> RunSummary:
+    import ray
+
+    t0 = time.monotonic()
+    for name in harnesses:  # fail fast on the driver, with the install command
+        get_harness(name).check_installed()
+    done, _ = prepare_out_dir(out_dir)
+    jobs = plan_jobs(tasks, harnesses, trials, done)
+    summary = RunSummary(out_dir, planned=len(jobs), skipped=len(tasks) * len(harnesses) * trials - len(jobs))
+    if not jobs:
+        return summary
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, **(init_kwargs or {}))
+    actor_cls: Any = ray.remote(num_cpus=0)(RolloutWorker).options(max_concurrency=max(1, concurrency))
+    actors: list[Any] = [actor_cls.remote(backend, timeout_cap_s) for _ in range(max(1, workers))]
+    calls_dir = out_dir / CALLS_DIR
+    calls_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        pending: dict[Any, int] = {}
+        queue = list(jobs)
+        slots = [a for a in range(len(actors)) for _ in range(max(1, concurrency))]
+        while queue or pending:
+            while queue and slots:
+                idx = slots.pop()
+                pending[actors[idx].run.remote(queue.pop(0))] = idx
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                slots.append(pending.pop(ref))
+                record_json, calls = ray.get(ref)
+                record = RolloutRecord.model_validate_json(record_json)
+                if calls:
+                    (calls_dir / f"{record.rollout_id}.calls.jsonl").write_text(calls, encoding="utf-8")
+                append_record(out_dir / RECORDS_FILE, record)
+                summary.records.append(record)
+    finally:
+        with contextlib.suppress(Exception):
+            ray.get([a.close.remote() for a in actors], timeout=30)
+        for a in actors:
+            with contextlib.suppress(Exception):
+                ray.kill(a)
+        if started_here:
+            ray.shutdown()
+    summary.wall_s = time.monotonic() - t0
+    return summary

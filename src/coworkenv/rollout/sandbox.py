@@ -1,0 +1,203 @@
+"""Per-rollout sandbox: a fresh workspace and HOME, a scrubbed environment, process control.
+
+Contract:
+
+* :meth:`Sandbox.create` makes ``<run_dir>/sandboxes/<rollout_id>/{workspace,home,tmp,logs}``
+  and writes the task's initial workspace files; :meth:`Sandbox.cleanup` kills every process of
+  the sandbox and removes the directory (unless ``keep``).
+* :meth:`Sandbox.env` is the whole environment a harness process gets: HOME/XDG dirs/TMPDIR
+  inside the sandbox, PATH and locale from the parent, the marker ``COWORKENV_SANDBOX=<id>`` —
+  and nothing else (no API keys or proxies leak in from the parent).
+* :func:`run_process` starts a child in its **own session/process group** (``start_new_session``),
+  stdin ``/dev/null``, output to files; on timeout, cancellation or normal exit it kills the
+  whole group (TERM, then KILL after a grace period). :func:`kill_marked` then sweeps ``/proc`` for
+  processes that carry the sandbox marker (they may have left the group with ``setsid``), so no
+  process of a rollout outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from coworkenv.grading.replay import materialize_workspace
+from coworkenv.spec import TaskSpec
+
+MARKER = "COWORKENV_SANDBOX"
+"""Environment variable every sandbox process carries (value: the rollout id)."""
+
+KILL_GRACE_S = 2.0
+_INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    rollout_id: str
+    root: Path
+    workspace: Path
+    home: Path
+    tmp: Path
+    logs: Path
+
+    @classmethod
+    def create(cls, run_dir: Path, rollout_id: str, spec: TaskSpec) -> Sandbox:
+        root = run_dir / "sandboxes" / rollout_id
+        if root.exists():
+            shutil.rmtree(root)
+        box = cls(rollout_id, root, root / "workspace", root / "home", root / "tmp", root / "logs")
+        for d in (box.workspace, box.home, box.tmp, box.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        materialize_workspace(spec, box.workspace)
+        return box
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(
+            {
+                "HOME": str(self.home),
+                "XDG_CONFIG_HOME": str(self.home / ".config"),
+                "XDG_CACHE_HOME": str(self.home / ".cache"),
+                "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+                "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+                "TMPDIR": str(self.tmp),
+                "NO_PROXY": "127.0.0.1,localhost",
+                "no_proxy": "127.0.0.1,localhost",
+                MARKER: self.rollout_id,
+            }
+        )
+        if extra:
+            env.update(extra)
+        return env
+
+    def cleanup(self, *, keep: bool = False) -> int:
+        """Kill the sandbox's processes; remove its directory unless ``keep``. Returns #killed."""
+        killed = kill_marked(self.rollout_id)
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+        return killed
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    stdout: str
+    stderr_tail: str
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    log_dir: Path,
+    name: str = "proc",
+    max_stdout: int = 4_000_000,
+) -> ProcessResult:
+    """Run ``argv`` in its own process group with a wall-clock limit; the group never outlives it.
+
+    Raises ``FileNotFoundError``/``PermissionError`` when it cannot start (a start failure).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = log_dir / f"{name}.stdout", log_dir / f"{name}.stderr"
+    t0 = time.monotonic()
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+            except TimeoutError:
+                timed_out = True
+        finally:
+            # normal exit, timeout or cancellation: nothing of the group survives
+            await _kill_group(proc)
+    stdout = out_path.read_bytes()[:max_stdout].decode("utf-8", "replace")
+    stderr = err_path.read_bytes()[-4000:].decode("utf-8", "replace")
+    return ProcessResult(
+        None if timed_out else proc.returncode, timed_out, time.monotonic() - t0, stdout, stderr
+    )
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    if not _signal_group(pgid, signal.SIGTERM):
+        with contextlib.suppress(ProcessLookupError):
+            await proc.wait()
+        return
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline:
+        if proc.returncode is not None and not _group_alive(pgid):
+            return
+        await asyncio.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await asyncio.shield(proc.wait())
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def marked_pids(rollout_id: str) -> list[int]:
+    """Live processes whose environment carries ``COWORKENV_SANDBOX=<rollout_id>`` (Linux /proc)."""
+    needle = f"{MARKER}={rollout_id}".encode()
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    me = os.getpid()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_marked(rollout_id: str) -> int:
+    """SIGKILL every process carrying the sandbox marker; returns how many were signalled."""
+    n = 0
+    for pid in marked_pids(rollout_id):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            n += 1
+    return n

@@ -1,0 +1,36 @@
+"""The Ray runner on a small local Ray instance: same records, resumable, calls written by the driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coworkenv.proxy.capture import read_calls
+from coworkenv.rollout.record import read_records
+from coworkenv.rollout.runner import RECORDS_FILE
+from coworkenv.tasks.builtin import builtin_task
+
+ray = pytest.importorskip("ray")
+
+
+def test_ray_runner_spreads_rollouts_and_resumes(tmp_path: Path) -> None:
+    from coworkenv.rollout.ray import run_rollouts_ray
+
+    tasks = [builtin_task("M1003_ticket_kb_resolution"), builtin_task("MT01_meeting_slot_booking")]
+    init = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+    summary = run_rollouts_ray(tasks, ["loop"], 2, "reference", tmp_path, 2, workers=2, init_kwargs=init)
+    assert summary.ok == 4, [r.failure for r in summary.records]
+    records, problems = read_records(tmp_path / RECORDS_FILE)
+    assert not problems
+    assert len(records) == 4
+    assert {(r.task_id, r.trial) for r in records} == {(t.id, k) for t in tasks for k in (0, 1)}
+    for r in records:
+        assert r.rewards is not None
+        assert r.rewards.reward == pytest.approx(1.0)
+        calls, _ = read_calls(tmp_path / "calls" / f"{r.rollout_id}.calls.jsonl")
+        assert len(calls) == r.n_calls > 0
+        assert all(c.output_ids for c in calls)
+    again = run_rollouts_ray(tasks, ["loop"], 2, "reference", tmp_path, 2, workers=2, init_kwargs=init)
+    assert again.records == []
+    assert again.skipped == 4
