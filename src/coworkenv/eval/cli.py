@@ -6,9 +6,8 @@
 * ``coworkenv eval ROLLOUTS [--k K] [--json]`` — the metrics table (score 0–100, Pass@k, Pass^k,
   per category/difficulty, infra failures apart) of recorded rollouts.
 
-``coworkenv eval TASKS --harness H --trials K --backend ...`` (running the rollouts first) is for the
-lead to wire once the rollout runner exists: call the runner, then the same summary; until then a
-SOURCE without ``rollouts.jsonl`` is a clear error.
+* ``coworkenv eval TASKS --harness H --trials K --backend B [--out DIR]`` — run the rollouts first
+  (resumable), then the same summary.
 """
 
 from __future__ import annotations
@@ -97,35 +96,45 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_cmd(  # noqa: PLR0917 - one typer option per parameter
-        source: Annotated[
-            Path, typer.Argument(help="Recorded rollouts (rollouts.jsonl or its directory), or tasks.")
+        sources: Annotated[
+            list[str],
+            typer.Argument(help="Recorded rollouts (rollouts.jsonl or its directory), or tasks to run."),
         ],
-        harness: Annotated[str, typer.Option(help="Harness to run (when SOURCE holds tasks).")] = "builtin",
-        trials: Annotated[int, typer.Option(help="Trials per task (when running).")] = 1,
-        backend: Annotated[str, typer.Option(help="Model backend (when running).")] = "",
+        harness: Annotated[str, typer.Option(help="Harness(es) to run, comma-separated.")] = "loop",
+        trials: Annotated[int, typer.Option(min=1, help="Trials per (task, harness) when running.")] = 1,
+        backend: Annotated[str, typer.Option(help="Model backend when running.")] = "embedded",
+        out: Annotated[Path, typer.Option(help="Rollouts directory when running (resumes).")] = Path(
+            "runs/eval"
+        ),
+        concurrency: Annotated[int, typer.Option(min=1, help="Rollouts at once.")] = 2,
         k: Annotated[
             int | None, typer.Option("--k", help="k of Pass@k / Pass^k (default: --trials).")
         ] = None,
+        threshold: Annotated[float, typer.Option(help="Per-trial pass threshold.")] = 0.75,
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     ) -> None:
-        """Score, Pass@k and Pass^k (threshold 0.75) per category and difficulty; infra failures apart."""
+        """Score (0–100), Pass@k and Pass^k per category and difficulty; infra failures apart.
+
+        Given recorded rollouts, summarize them; given tasks (files, dirs, built-in ids, `builtin`),
+        run them first (task × harness × trial) into --out, then summarize."""
         from rich.console import Console
 
-        from coworkenv.errors import CoworkError
         from coworkenv.eval.metrics import summarize
 
-        has_rollouts = (
-            (source / "rollouts.jsonl").is_file() if source.is_dir() else source.name.endswith(".jsonl")
+        first = Path(sources[0])
+        recorded = len(sources) == 1 and (
+            (first / "rollouts.jsonl").is_file() if first.is_dir() else first.name.endswith(".jsonl")
         )
-        if not has_rollouts:
-            # Running tasks first needs the rollout runner (coworkenv.rollout.runner.run_rollouts).
-            raise CoworkError(
-                f"{source}: no rollouts.jsonl here; running tasks (--harness {harness} --trials {trials}"
-                f"{' --backend ' + backend if backend else ''}) needs the rollout runner — run "
-                "`coworkenv rollout` first, then `coworkenv eval <its out dir>`"
-            )
-        records, problems = load_rollouts(source)
-        s = summarize(records, k=k or max(1, trials))
+        if recorded:
+            records, problems = load_rollouts(first)
+        else:
+            from coworkenv.rollout.cli import resolve_specs
+            from coworkenv.rollout.runner import run_rollouts
+
+            names = [h.strip() for h in harness.split(",") if h.strip()]
+            run_rollouts(resolve_specs(sources), names, trials, backend, out, concurrency)
+            records, problems = load_rollouts(out)
+        s = summarize(records, k=k or max(1, trials), threshold=threshold)
         if as_json:
             print(s.model_dump_json(indent=2))
             return

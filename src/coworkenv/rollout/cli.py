@@ -12,10 +12,28 @@ from typing import Annotated
 
 import typer
 
+from coworkenv.spec import TaskSpec
+
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to app."""
     app.command("rollout")(rollout)
+
+
+def resolve_specs(tasks: list[str]) -> list[TaskSpec]:
+    """Task files, directories of them, built-in ids, or ``builtin`` (the whole library)."""
+    from coworkenv.cli import expand_paths, resolve_task
+    from coworkenv.tasks.builtin import builtin_tasks
+
+    specs: list[TaskSpec] = []
+    for ref in tasks:
+        if ref == "builtin":
+            specs.extend(builtin_tasks())
+        elif Path(ref).is_dir():
+            specs.extend(resolve_task(str(p))[0] for p in expand_paths([Path(ref)]))
+        else:
+            specs.append(resolve_task(ref)[0])
+    return specs
 
 
 def rollout(  # noqa: PLR0917
@@ -51,19 +69,9 @@ def rollout(  # noqa: PLR0917
     """Run rollouts: every task × harness × trial in its own sandbox, through the capturing proxy."""
     from rich.console import Console
 
-    from coworkenv.cli import expand_paths, resolve_task
     from coworkenv.rollout.runner import run_rollouts
-    from coworkenv.spec import TaskSpec
-    from coworkenv.tasks.builtin import builtin_tasks
 
-    specs: list[TaskSpec] = []
-    for ref in tasks:
-        if ref == "builtin":
-            specs.extend(builtin_tasks())
-        elif Path(ref).is_dir():
-            specs.extend(resolve_task(str(p))[0] for p in expand_paths([Path(ref)]))
-        else:
-            specs.append(resolve_task(ref)[0])
+    specs = resolve_specs(tasks)
     names = [h.strip() for h in harness.split(",") if h.strip()]
     console = Console(stderr=True)
     if ray is not None:
