@@ -6,21 +6,26 @@ Completions at once: streamed as 20 one-token chunks, or as one JSON body), the 
 Every request is ``POST /v1/chat/completions`` with ``stream: true`` and a small chat (system,
 user, one tool). Sides:
 
-* ``ours/inproc``       — our proxy, the null upstream as an in-process Backend (20 tokens at once);
-* ``ours/inproc+fsync`` — the same with the stock :class:`CaptureStore` (one ``fsync`` per record);
-* ``ours/http``         — our proxy forwarding over HTTP with ``PassthroughBackend`` (upstream JSON);
-* ``litellm``           — ``litellm --config`` (litellm[proxy], its own venv) forwarding to the null
-  upstream, which streams its 20 chunks through LiteLLM;
+* ``ours/http``         — THE HEADLINE: our proxy forwarding over HTTP with ``PassthroughBackend``
+  (``stream=True``) to the null upstream, which streams its 20 chunks to it exactly as it does to
+  LiteLLM; the proxy assembles them, records the call, and streams the turn to the client;
+* ``litellm``           — ``litellm --config`` (litellm[proxy], its own venv) forwarding to the same
+  null upstream, which streams its 20 chunks through LiteLLM;
+* ``ours/http-json``    — context: the same, the upstream asked for one JSON body (``stream=False``);
+* ``ours/inproc``       — context: our proxy with the null upstream as an in-process Backend (20
+  tokens at once): the proxy's own cost, without an upstream client;
+* ``ours/inproc+fsync`` — context: ``ours/inproc`` with ``CaptureStore(fsync=True)`` (an fsync per record);
 * ``direct``            — the null upstream itself (the baseline for added latency).
 
-Recording is on for every ``ours`` side (``inproc`` and ``http`` use the same store with flush per
-record and no fsync — the durability mode proposed for CaptureStore; ``+fsync`` is today's store).
-Measured per side: proxy CPU per streamed request (``utime+stime`` of the proxy process and its
-children over the load window / completed requests) at 64 clients, throughput at 64 clients, and
-p50 latency with one client (added latency = p50(side) − p50(direct)).
+Recording is on for every ``ours`` side, into the real :class:`CaptureStore` (default: a flush per
+record, no fsync — survives a proxy crash, not a power cut). Measured per side: proxy CPU per
+streamed request (``utime+stime`` of the proxy process and its children over the load window /
+completed requests) at 64 clients, throughput at 64 clients, and p50 latency with one client (added
+latency = p50(side) − p50(direct)). Other work on the machine inflates req/s differences most; the
+load average is recorded at the start of each side.
 
 Run:  .venv/bin/python benchmarks/bench_proxy.py [--litellm /work/bench-venvs/litellm/bin/litellm]
-      [--seconds 5] [--clients 64] [--latency-n 400] [--quick]
+      [--seconds 5] [--clients 64] [--latency-n 400] [--sides ours/http,litellm,...] [--quick]
 """
 
 from __future__ import annotations
@@ -218,18 +223,9 @@ def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_f
     import uvicorn
 
     from coworkenv.proxy.backends.base import Completion
-    from coworkenv.proxy.capture import CapturedCall, CaptureStore
+    from coworkenv.proxy.capture import CaptureStore
     from coworkenv.proxy.messages import AssistantTurn, ChatRequest
     from coworkenv.proxy.server import ProxyServer
-
-    class FlushStore(CaptureStore):
-        """Flush per record, no fsync: survives a proxy crash, not a power cut (proposed mode)."""
-
-        fsync = False
-
-        def append(self, call: CapturedCall) -> None:
-            with self._lock, self.path(call.rollout_id).open("a", encoding="utf-8") as fh:
-                fh.write(call.model_dump_json() + "\n")
 
     text = "".join(f"tok{i} " for i in range(TOKENS))
     done = Completion(
@@ -249,11 +245,13 @@ def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_f
             return done
 
     backend: Any = NullBackend()
-    if mode == "http":
+    if mode.startswith("http"):
         from coworkenv.proxy.backends.passthrough import PassthroughBackend
 
-        backend = PassthroughBackend(f"http://{LOCAL}:{upstream_port}/v1", model="null-model", api_key="x")
-    store = CaptureStore(Path(capture)) if mode == "inproc+fsync" else FlushStore(Path(capture))
+        backend = PassthroughBackend(
+            f"http://{LOCAL}:{upstream_port}/v1", model="null-model", api_key="x", stream=mode == "http"
+        )
+    store = CaptureStore(Path(capture), fsync=mode == "inproc+fsync")
     proxy = ProxyServer(backend, store)
     Path(prefix_file).write_text(proxy.open_rollout("bench"))
     uvicorn.run(
@@ -376,6 +374,7 @@ def _loadgen_main(cfg_json: str) -> None:
 
 
 def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Path) -> dict[str, Any]:
+    loadavg = os.getloadavg()
     port = free_port()
     env = {**os.environ}
     log = open(tmp / f"{side.replace('/', '_')}.log", "wb")  # noqa: SIM115
@@ -444,6 +443,7 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
                 "auth": MASTER_KEY,
             }
         )
+        result["loadavg_at_start"] = loadavg
         if side.startswith("ours/"):
             from coworkenv.proxy.capture import read_calls
 
@@ -460,7 +460,7 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
         log.close()
 
 
-def machine() -> dict[str, Any]:
+def machine(loadavg: tuple[float, float, float]) -> dict[str, Any]:
     model = next(
         (
             ln.split(":", 1)[1].strip()
@@ -479,7 +479,7 @@ def machine() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
-        "loadavg": os.getloadavg(),
+        "loadavg": loadavg,
     }
 
 
@@ -519,8 +519,8 @@ def report(o: argparse.Namespace, results: dict[str, Any], meta: dict[str, Any])
             f"| {side} | {t['proxy_cpu_per_req_ms']:.3f} ms | {t['rps']:.0f} | {lat['p50_ms']:.3f} ms | "
             f"{added} | {recorded} |"
         )
-    lines += ["", "Goals (ours/inproc, recording on):"]
-    ours = results.get("ours/inproc")
+    lines += ["", "Goals (ours/http: pass-through over HTTP to the null upstream, recording on):"]
+    ours = results.get("ours/http")
     if ours:
         cpu = ours["throughput"]["proxy_cpu_per_req_ms"]
         added = ours["latency"]["p50_ms"] - base
@@ -535,13 +535,20 @@ def report(o: argparse.Namespace, results: dict[str, Any], meta: dict[str, Any])
                 f"- throughput ≥ 20× LiteLLM: {ratio:.1f}× — {'PASS' if ratio >= 20 else 'FAIL'} "
                 f"(CPU per request: {cpu_ratio:.0f}× less than LiteLLM)"
             )
+    inproc = results.get("ours/inproc")
+    if inproc:
+        lines.append(
+            f"- context: the proxy's own share (ours/inproc, no upstream client): "
+            f"{inproc['throughput']['proxy_cpu_per_req_ms']:.3f} ms CPU, "
+            f"{inproc['latency']['p50_ms'] - base:+.3f} ms p50"
+        )
     lines += ["", "Notes:"]
     for side, r in results.items():
         t = r["throughput"]
         lines.append(
             f"- {side}: proxy util {t['proxy_util']:.2f} cores, loadgen util {t['loadgen_util']:.2f}"
             + (f", upstream util {t['upstream_util']:.2f}" if t.get("upstream_util") is not None else "")
-            + f", errors {t['errors']}"
+            + f", errors {t['errors']}, load average at start {r['loadavg_at_start'][0]:.1f}"
         )
     return "\n".join(lines) + "\n"
 
@@ -553,7 +560,9 @@ def main() -> None:
     ap.add_argument("--warmup-s", dest="warmup_s", type=float, default=1.0)
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--latency-n", dest="latency_n", type=int, default=400)
-    ap.add_argument("--sides", default="direct,ours/inproc,ours/inproc+fsync,ours/http,litellm")
+    ap.add_argument(
+        "--sides", default="direct,ours/http,litellm,ours/http-json,ours/inproc,ours/inproc+fsync"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--quick", action="store_true", help="small samples (a smoke test, not a result)")
     ap.add_argument("--_loadgen", help=argparse.SUPPRESS)
@@ -575,6 +584,7 @@ def main() -> None:
     if "litellm" in sides and not o.litellm.exists():
         print(f"LiteLLM not found at {o.litellm}; skipping it (install litellm[proxy] into its own venv)")
         sides.remove("litellm")
+    load_at_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     up_port = free_port()
     null = subprocess.Popen([sys.executable, __file__, "--_null", str(up_port)])
@@ -595,7 +605,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {
         "date": date.today().isoformat(),
-        "machine": machine(),
+        "machine": machine(load_at_start),
         "litellm_version": litellm_version(o.litellm) if "litellm" in sides else None,
         "options": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in vars(o).items() if not k.startswith("_")

@@ -13,17 +13,18 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from coworkenv.errors import CoworkError
 from coworkenv.grading.grader import Episode, grade
 from coworkenv.models import ModelError
 from coworkenv.proxy.backends import make_backend, parse_spec
+from coworkenv.proxy.backends._http import JsonPoster, _sse_data
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 from coworkenv.proxy.backends.passthrough import PassthroughBackend
 from coworkenv.proxy.backends.scripted import EOS_ID, ByteTokenizer, Faults, ScriptedBackend
@@ -365,6 +366,46 @@ def test_real_smollm2_logprobs_match_a_recomputed_forward_pass() -> None:
 CANNED = '<tool_call>{"name": "helpdesk_list_tickets", "arguments": {"status": "open"}}</tool_call>'
 
 
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"model": "teacher-2", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _tool_piece(index: int, **fields: Any) -> dict[str, Any]:
+    fn = {k: v for k, v in fields.items() if k in ("name", "arguments")}
+    return {"index": index, **({"id": fields["id"]} if "id" in fields else {}), "function": fn}
+
+
+TEACHER_EVENTS: list[dict[str, Any]] = [
+    _chunk({"role": "assistant", "content": ""}),
+    _chunk({"content": "Let me "}),
+    _chunk({"content": "look."}),
+    _chunk({"tool_calls": [_tool_piece(0, id="call_a", name="mcp__svc__helpdesk_list_tickets")]}),
+    _chunk({"tool_calls": [_tool_piece(0, arguments='{"sta')]}),
+    _chunk({"tool_calls": [_tool_piece(1, id="call_b", name="mcp__svc__helpdesk_get_ticket", arguments="")]}),
+    _chunk({"tool_calls": [_tool_piece(0, arguments='tus": "open"}')]}),
+    _chunk({"tool_calls": [_tool_piece(1, arguments='{"id": 7}')]}),
+    _chunk({}, finish="tool_calls"),
+    {"model": "teacher-2", "choices": [], "usage": {"prompt_tokens": 13, "completion_tokens": 9}},
+]
+
+
+async def _teacher_stream(mode: str) -> AsyncIterator[bytes]:
+    """The teacher's SSE answer, cut into odd pieces (events split across HTTP chunks)."""
+    events = [b"data: " + json.dumps(e).encode() for e in TEACHER_EVENTS]
+    if mode == "stream-cut":
+        events = events[:5]
+    elif mode == "stream-error":
+        events.insert(2, b'data: {"error": {"message": "engine died", "code": 500}}')
+    elif mode == "stream-garbage":
+        events.insert(2, b"data: {not json")
+    if mode != "stream-cut":
+        events.append(b"data: [DONE]")
+    raw = b": keep-alive\r\n\r\n" + b"".join(e + b"\r\n\r\n" for e in events)
+    for i in range(0, len(raw), 97):
+        yield raw[i : i + 97]
+        await asyncio.sleep(0)
+
+
 def fake_app(tokenizer: Any) -> FastAPI:
     app = FastAPI()
     app.state.seen = []
@@ -410,7 +451,16 @@ def fake_app(tokenizer: Any) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         body = await request.json()
-        app.state.seen.append({"headers": dict(request.headers), **body})
+        app.state.seen.append({"headers": dict(request.headers), "client": request.client, **body})
+        mode = str(body.get("model"))
+        if mode.startswith("status-"):
+            return JSONResponse({"error": {"message": "no"}}, status_code=int(mode[7:]))
+        if mode == "slow":
+            await asyncio.sleep(1.0)
+        if mode == "cut":
+            return Response(b'{"choices": [{"message": {"content": "Hel', media_type="application/json")
+        if body.get("stream") and mode != "stream-json":
+            return StreamingResponse(_teacher_stream(mode), media_type="text/event-stream")
         message = {
             "role": "assistant",
             "content": None,
@@ -565,6 +615,135 @@ async def test_passthrough_maps_the_chat_api_both_ways(server: tuple[str, FastAP
     )
     assert (comp.model, comp.usage_prompt_tokens, comp.usage_completion_tokens) == ("teacher-1", 11, 7)
     await backend.aclose()
+
+
+async def test_passthrough_streamed_assembles_content_and_interleaved_tool_calls(
+    server: tuple[str, FastAPI],
+) -> None:
+    url, app = server
+    backend = PassthroughBackend(url + "/v1", model="stream", api_key="sk-test", stream=True)
+    comp = await backend.complete(ChatRequest(messages=(user(),), tools=MCP_TOOLS))
+    sent = app.state.seen[-1]
+    assert (sent["stream"], sent["stream_options"]) == (True, {"include_usage": True})
+    assert sent["headers"]["authorization"] == "Bearer sk-test"
+    assert comp.turn.content == comp.text == "Let me look."
+    assert comp.turn.tool_calls == (
+        ToolCall(id="call_a", name="mcp__svc__helpdesk_list_tickets", arguments='{"status": "open"}'),
+        ToolCall(id="call_b", name="mcp__svc__helpdesk_get_ticket", arguments='{"id": 7}'),
+    )
+    assert comp.turn.finish_reason == "tool_calls"
+    assert not comp.token_exact
+    assert (comp.prompt_ids, comp.output_ids, comp.logprobs) == ((), (), ())
+    assert (comp.model, comp.usage_prompt_tokens, comp.usage_completion_tokens) == ("teacher-2", 13, 9)
+    await backend.aclose()
+
+
+@pytest.mark.parametrize(
+    ("model", "stream", "kind"),
+    [
+        ("status-429", False, "rate_limit"),
+        ("status-503", True, "http_5xx"),
+        ("status-400", True, "http_4xx"),
+        ("slow", True, "timeout"),
+        ("cut", False, "truncated"),
+        ("stream-cut", True, "truncated"),
+        ("stream-error", True, "upstream_error"),
+        ("stream-garbage", True, "bad_response"),
+        ("stream-json", True, "bad_response"),
+    ],
+)
+async def test_passthrough_failures_are_backend_errors(
+    server: tuple[str, FastAPI], model: str, stream: bool, kind: str
+) -> None:
+    url, _ = server
+    backend = PassthroughBackend(url + "/v1", model=model, timeout_s=0.3, stream=stream)
+    try:
+        with pytest.raises(BackendError) as err:
+            await backend.complete(ChatRequest(messages=(user(),)))
+        assert err.value.kind == kind
+        assert url in str(err.value)
+    finally:
+        await backend.aclose()
+
+
+async def test_passthrough_unreachable_is_a_connect_error() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    backend = PassthroughBackend(f"http://127.0.0.1:{port}/v1", stream=True)
+    with pytest.raises(BackendError) as err:
+        await backend.complete(ChatRequest(messages=(user(),)))
+    await backend.aclose()
+    assert err.value.kind == "connect"
+
+
+async def test_passthrough_reuses_one_keepalive_connection(server: tuple[str, FastAPI]) -> None:
+    url, app = server
+    backend = PassthroughBackend(url + "/v1", model="stream", stream=True)
+    for _ in range(5):
+        await backend.complete(ChatRequest(messages=(user(),)))
+    for _ in range(5):
+        await asyncio.gather(*(backend.complete(ChatRequest(messages=(user(),))) for _ in range(3)))
+    await backend.aclose()
+    ports = {seen["client"][1] for seen in app.state.seen[-20:]}
+    assert len(ports) <= 3  # sequential calls on one connection; 3 concurrent need at most 3
+
+
+def test_passthrough_client_closes_with_its_loop_without_aclose(server: tuple[str, FastAPI]) -> None:
+    import gc
+    import warnings
+
+    url, _ = server
+    backend = PassthroughBackend(url + "/v1", model="teacher")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # a second loop gets its own client; the first one's was closed with it
+            turn = asyncio.run(backend.complete(ChatRequest(messages=(user(),)))).turn
+            assert turn.tool_calls[0].id == "call_teacher_9"
+            clients = [client for _, client, _ in backend.http._clients.values()]
+            assert len(clients) == 1
+            assert clients[0].session.closed  # type: ignore[union-attr]
+        gc.collect()
+
+
+async def test_json_poster_through_an_injected_httpx_transport() -> None:
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body["model"] == "down":
+            return httpx.Response(502, text="bad gateway")
+        if body.get("stream"):
+            events = b"data: " + json.dumps(_chunk({"content": "hi"}, finish="stop")).encode()
+            return httpx.Response(
+                200, content=events + b"\n\ndata: [DONE]\n\n", headers={"content-type": "text/event-stream"}
+            )
+        return httpx.Response(
+            200, json={"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+        )
+
+    transport = httpx.MockTransport(handler)
+    for stream in (False, True):
+        backend = PassthroughBackend("http://teacher/v1", model="m", stream=stream, transport=transport)
+        assert (await backend.complete(ChatRequest(messages=(user(),)))).text == "hi"
+        await backend.aclose()
+    poster = JsonPoster(timeout_s=1, transport=transport)
+    with pytest.raises(BackendError) as err:
+        await poster.post("http://teacher/v1/chat/completions", {"model": "down"})
+    assert (err.value.kind, "HTTP 502: bad gateway" in str(err.value)) == ("http_5xx", True)
+    await poster.aclose()
+
+
+async def test_sse_data_reassembles_events_across_chunk_boundaries() -> None:
+    raw = b': c\r\n\r\ndata: {"a": 1}\r\n\r\nevent: x\ndata: line1\ndata:line2\n\ndata: [DONE]\n\ndata: torn'
+
+    async def pieces(size: int) -> AsyncIterator[bytes]:
+        for i in range(0, len(raw), size):
+            yield raw[i : i + size]
+
+    for size in (1, 2, 5, 13, len(raw)):
+        assert [d async for d in _sse_data(pieces(size))] == [b'{"a": 1}', b"line1\nline2", b"[DONE]"]
 
 
 # ================================================================ factory

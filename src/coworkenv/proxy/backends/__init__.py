@@ -95,7 +95,9 @@ def make_backend(spec: str) -> Backend:
     if kind == "passthrough":
         from coworkenv.proxy.backends.passthrough import PassthroughBackend
 
-        opts = _take(options, spec, ("model", "api_key_env", "version"))
+        opts = _take(options, spec, ("model", "api_key_env", "version", "stream"))
+        if "stream" in opts:
+            opts["stream"] = str(opts["stream"]).lower() in ("1", "true", "yes")
         return PassthroughBackend(target, **opts)
     from coworkenv.proxy.backends.upstream import UpstreamBackend
 

@@ -5,12 +5,20 @@ The normalized request is sent as an OpenAI chat request (``tools`` as function 
 to an :class:`AssistantTurn` with the teacher's own tool-call ids and argument text, verbatim.
 No tokens are visible: ``token_exact=False`` and empty id lists, so these calls are kept for
 distillation/inspection but never trained on as policy samples. The API key comes from the
-``api_key`` argument or, at call time, the environment variable named by ``api_key_env``.
+``api_key`` argument or, at construction, the environment variable named by ``api_key_env``.
+
+``stream=True`` asks the upstream for a stream (``stream_options.include_usage``) and assembles the
+turn from its chunks: content deltas joined, tool-call deltas merged by ``index`` (id and name from
+their first chunk, argument pieces joined), the last ``finish_reason``, ``usage`` and ``model``.
+A stream that ends without a ``finish_reason`` is ``truncated``; an ``error`` event in it is
+``upstream_error``. Other failures are the :mod:`._http` kinds (``timeout``, ``connect``,
+``rate_limit``, ``http_5xx``, ``http_4xx``, ``truncated``, ``bad_response``).
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import aclosing
 from typing import Any
 
 import httpx
@@ -44,6 +52,27 @@ def openai_message(m: Message) -> dict[str, Any]:
     return out
 
 
+class _CallParts:
+    """One tool call of a stream: id and name from the first chunk that has them, arguments joined."""
+
+    __slots__ = ("args", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.args: list[str] = []
+
+    def add(self, piece: dict[str, Any]) -> None:
+        fn = piece.get("function") or {}
+        self.id = self.id or str(piece.get("id") or "")
+        self.name = self.name or str(fn.get("name") or "")
+        if fn.get("arguments"):
+            self.args.append(str(fn["arguments"]))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "function": {"name": self.name, "arguments": "".join(self.args)}}
+
+
 class PassthroughBackend:
     name = "passthrough"
 
@@ -57,9 +86,11 @@ class PassthroughBackend:
         timeout_s: float = 600.0,
         version: str = "external",
         transport: httpx.AsyncBaseTransport | None = None,
+        stream: bool = False,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.stream = stream
         self._version = version
         key = api_key or os.environ.get(api_key_env)
         headers = {"authorization": f"Bearer {key}"} if key else {}
@@ -82,7 +113,12 @@ class PassthroughBackend:
                 payload[key] = value
         if request.stop:
             payload["stop"] = list(request.stop)
-        data = await self.http.post(self.url, payload)
+        if self.stream:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
+            data = await self._assemble(payload)
+        else:
+            data = await self.http.post(self.url, payload)
         try:
             choice = data["choices"][0]
             msg = choice["message"]
@@ -94,7 +130,7 @@ class PassthroughBackend:
                 )
                 for i, c in enumerate(msg.get("tool_calls") or [])
             )
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BackendError(
                 "bad_response", f"{self.url}: no choices[0].message in the answer ({exc!r})"
             ) from None
@@ -112,6 +148,41 @@ class PassthroughBackend:
             usage_prompt_tokens=int(usage.get("prompt_tokens") or 0),
             usage_completion_tokens=int(usage.get("completion_tokens") or 0),
         )
+
+    async def _assemble(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The chunks of a streamed answer folded into the shape of a non-streamed one."""
+        content: list[str] = []
+        calls: dict[int, _CallParts] = {}
+        finish: str | None = None
+        model, usage = "", None
+        try:
+            async with aclosing(self.http.events(self.url, payload)) as events:
+                async for event in events:
+                    if event.get("error"):
+                        raise BackendError(
+                            "upstream_error", f"{self.url}: error in the stream: {event['error']}"
+                        )
+                    model = event.get("model") or model
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices") or ():
+                        if choice.get("index", 0) != 0:
+                            continue
+                        finish = choice.get("finish_reason") or finish
+                        delta = choice.get("delta") or {}
+                        if delta.get("content"):
+                            content.append(str(delta["content"]))
+                        for piece in delta.get("tool_calls") or ():
+                            calls.setdefault(int(piece.get("index", 0)), _CallParts()).add(piece)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BackendError(
+                "bad_response", f"{self.url}: a stream chunk of the wrong shape ({exc!r})"
+            ) from None
+        if finish is None:
+            raise BackendError("truncated", f"{self.url}: the stream ended without a finish_reason")
+        if any(not parts.name for parts in calls.values()):
+            raise BackendError("bad_response", f"{self.url}: a streamed tool call has no function name")
+        message = {"content": "".join(content), "tool_calls": [calls[i].as_dict() for i in sorted(calls)]}
+        return {"choices": [{"message": message, "finish_reason": finish}], "model": model, "usage": usage}
 
     async def aclose(self) -> None:
         await self.http.aclose()
