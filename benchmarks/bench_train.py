@@ -1,0 +1,295 @@
+"""Training benchmarks on CPU: (i) tree-packed vs branch-by-branch RL steps, (ii) our GRPO step vs TRL.
+
+(i)  The same branched rollouts (synthetic, :mod:`coworkenv.rl.synthetic`) trained with
+     ``packing=True`` (each rollout's prefix tree forwarded once, tree attention mask) and
+     ``packing=False`` (each root-to-leaf branch forwarded separately), at branching factors 2 and 4:
+     tokens forwarded and median wall time of a full ``RLTrainer.step`` (π_old recompute + update).
+(ii) One GRPO update on the same random Llama, batch (8 completions of one prompt) and lengths:
+     ours (``RLTrainer.step``: π_old (fused into the update forward at 1 PPO epoch), IS weights,
+     PPO-clip, AdamW) vs TRL's ``GRPOTrainer``
+     update (``compute_loss`` + backward + AdamW step on prepared inputs; generation excluded on
+     both sides). TRL is timed twice: as configured by default (π_old taken from the same forward,
+     no extra pass) and with ``old_per_token_logps`` recomputed in a no-grad pass like ours.
+
+Run:  .venv/bin/python benchmarks/bench_train.py [--quick]
+Writes benchmarks/results/train-<date>.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coworkenv.rl.config import RLConfig, parse_config
+from coworkenv.rl.rl import RLTrainer
+from coworkenv.rl.synthetic import branched_group
+from coworkenv.rl.tiny import save_tiny_checkpoint, tiny_llama
+from coworkenv.trajectories.sample import TrainingSample
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SHAPE = {"hidden": 256, "layers": 4, "heads": 4}
+VOCAB = 8192
+
+
+def _cfg(out: Path, **kw: Any) -> RLConfig:
+    base: dict[str, Any] = {
+        "model": {"lora": None},
+        "run": {"out_dir": str(out), "resume": False},
+        "optim": {"lr": 1e-5},
+        "micro_batch_tokens": 8192,
+        "max_len": 16384,
+    }
+    base.update(kw)
+    return parse_config(RLConfig, base)
+
+
+def bench_packing(tmp: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    prefix, tail = (384, 128) if quick else (768, 192)
+    for branches in (2, 4):
+        samples = branched_group(
+            group_size=4,
+            branches=branches,
+            prefix_len=prefix,
+            branch_len=tail,
+            vocab=VOCAB,
+            seed=branches,
+            rewards=[1, 0, 0, 1],
+        )
+        row: dict[str, Any] = {"branches": branches, "prefix_len": prefix, "branch_len": tail, "rollouts": 4}
+        trainers = {
+            packing: RLTrainer(
+                _cfg(tmp / f"p{branches}{packing}", group_size=4, batch_size=4, packing=packing),
+                model=tiny_llama(VOCAB, **SHAPE),
+                log_metrics=False,
+            )
+            for packing in (True, False)
+        }
+        firsts = {p: tr.step(samples) for p, tr in trainers.items()}  # warm-up
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(reps):  # interleaved, so load drift on a shared machine hits both sides alike
+            for p, tr in trainers.items():
+                t0 = time.perf_counter()
+                tr.step(samples)
+                times[p].append(time.perf_counter() - t0)
+        for p in (True, False):
+            key = "packed" if p else "branchwise"
+            row[key] = {
+                "tokens_forwarded": firsts[p]["tokens_forwarded"],
+                "step_s": min(times[p]),
+                "times": times[p],
+            }
+        row["speedup"] = row["branchwise"]["step_s"] / row["packed"]["step_s"]
+        row["token_ratio"] = row["branchwise"]["tokens_forwarded"] / row["packed"]["tokens_forwarded"]
+        rows.append(row)
+        print(f"packing b={branches}: {row['token_ratio']:.2f}x fewer tokens, {row['speedup']:.2f}x faster")
+    return rows
+
+
+def _grpo_samples(
+    prompt: list[int], completions: list[list[int]], rewards: list[float]
+) -> list[TrainingSample]:
+    out = []
+    for i, (c, r) in enumerate(zip(completions, rewards, strict=True)):
+        toks = prompt + c
+        mask = [0] * len(prompt) + [1] * len(c)
+        out.append(
+            TrainingSample(
+                rollout_id=f"r{i}",
+                task_id="t",
+                harness="h",
+                group_key="t|h",
+                branch_id=0,
+                token_ids=tuple(toks),
+                loss_mask=tuple(mask),
+                logprobs=tuple(-2.0 * m for m in mask),
+                weights=tuple(float(m) for m in mask),
+                reward=r,
+            )
+        )
+    return out
+
+
+def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    g, plen, clen = 8, 128, (128 if quick else 256)
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, VOCAB - 1, (plen,), generator=gen).tolist()
+    comps = [torch.randint(0, VOCAB - 1, (clen,), generator=gen).tolist() for _ in range(g)]
+    rewards = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0]
+
+    ours = RLTrainer(
+        _cfg(tmp / "ours", group_size=g, batch_size=g, packing=True),
+        model=tiny_llama(VOCAB, **SHAPE),
+        log_metrics=False,
+    )
+    samples = _grpo_samples(prompt, comps, rewards)
+
+    ck = save_tiny_checkpoint(tmp / "trl-model", VOCAB, **SHAPE)
+    tok = AutoTokenizer.from_pretrained(ck)
+    tok.pad_token = tok.unk_token
+    args = GRPOConfig(
+        output_dir=str(tmp / "trl"),
+        per_device_train_batch_size=g,
+        num_generations=g,
+        max_completion_length=clen,
+        learning_rate=1e-5,
+        use_cpu=True,
+        report_to=[],
+        beta=0.0,
+        loss_type="grpo",
+        logging_steps=1000,
+        save_strategy="no",
+        epsilon=0.2,
+        epsilon_high=0.28,
+    )
+    model = tiny_llama(VOCAB, **SHAPE)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": ["t1 t2"] * g}),
+        processing_class=tok,
+    )
+    trainer.create_optimizer_and_scheduler(num_training_steps=100)
+    opt = trainer.optimizer
+    trainer.current_gradient_accumulation_steps = 1  # normally set inside Trainer.train's loop
+    model.train()
+    adv = torch.tensor(rewards)
+    adv = (adv - adv.mean()) / adv.std(unbiased=False).clamp(min=0.05)
+    inputs: dict[str, Any] = {
+        "prompt_ids": torch.tensor([prompt] * g),
+        "prompt_mask": torch.ones(g, plen, dtype=torch.long),
+        "completion_ids": torch.tensor(comps),
+        "completion_mask": torch.ones(g, clen, dtype=torch.long),
+        "advantages": adv,
+        "num_items_in_batch": torch.tensor(float(g * clen)),
+    }
+
+    def trl_update(recompute_old: bool) -> None:
+        inp = dict(inputs)
+        if recompute_old:
+            with torch.no_grad():
+                ids = torch.cat([inp["prompt_ids"], inp["completion_ids"]], 1)
+                att = torch.cat([inp["prompt_mask"], inp["completion_mask"]], 1)
+                inp["old_per_token_logps"], _, _ = trainer._get_per_token_logps_and_entropies(
+                    model, ids, att, clen
+                )
+        opt.zero_grad()
+        loss = trainer.compute_loss(model, inp)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    sides: dict[str, Callable[[], Any]] = {
+        "ours": lambda: ours.step(samples),
+        "trl": lambda: trl_update(False),
+        "trl_old": lambda: trl_update(True),
+    }
+    for fn in sides.values():
+        fn()  # warm-up
+    t: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(reps):  # interleaved, so load drift on a shared machine hits every side alike
+        for k, fn in sides.items():
+            t0 = time.perf_counter()
+            fn()
+            t[k].append(time.perf_counter() - t0)
+    ours_s, trl_s, trl_old_s = (min(t[k]) for k in ("ours", "trl", "trl_old"))
+    ours_t, trl_t, trl_old_t = t["ours"], t["trl"], t["trl_old"]
+    res = {
+        "group": g,
+        "prompt_len": plen,
+        "completion_len": clen,
+        "ours_step_s": ours_s,
+        "ours_times": ours_t,
+        "trl_update_s": trl_s,
+        "trl_times": trl_t,
+        "trl_update_with_old_pass_s": trl_old_s,
+        "trl_old_times": trl_old_t,
+        "ratio_vs_trl": trl_s / ours_s,
+        "ratio_vs_trl_with_old_pass": trl_old_s / ours_s,
+    }
+    print(f"grpo step: ours {ours_s:.3f}s, TRL {trl_s:.3f}s (with π_old pass {trl_old_s:.3f}s)")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="shorter sequences, fewer repetitions")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--only", choices=("packing", "trl"), default=None)
+    a = ap.parse_args()
+    reps = a.reps or (2 if a.quick else 3)
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        packing = [] if a.only == "trl" else bench_packing(tmp, reps, a.quick)
+        trl = {} if a.only == "packing" else bench_trl(tmp, reps, a.quick)
+    meta = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": metadata.version("transformers"),
+        "trl": metadata.version("trl"),
+        "threads": torch.get_num_threads(),
+        "model": {"vocab": VOCAB, **SHAPE},
+        "quick": a.quick,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = RESULTS / f"train-{meta['date'][:10]}"
+    if a.only and stem.with_suffix(".json").exists():  # keep the part not rerun
+        prev = json.loads(stem.with_suffix(".json").read_text())
+        packing = packing or prev.get("packing", [])
+        trl = trl or prev.get("trl", {})
+    out = {"meta": meta, "packing": packing, "trl": trl}
+    stem.with_suffix(".json").write_text(json.dumps(out, indent=2) + "\n")
+    md = [
+        f"# Training benchmarks ({meta['date']}, CPU, {meta['threads']} threads, torch {meta['torch']})",
+        "",
+        f"Random Llama: vocab {VOCAB}, hidden {SHAPE['hidden']}, {SHAPE['layers']} layers. "
+        f"Best of {reps} interleaved steps.",
+        "",
+        "## (i) Tree-packed vs branch-by-branch RL step (4 rollouts, full fine-tuning)",
+        "",
+        "| branches | prefix/branch tokens | tokens fwd packed | tokens fwd branchwise | step packed (s) "
+        "| step branchwise (s) | speed-up |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in packing:
+        md.append(
+            f"| {r['branches']} | {r['prefix_len']}/{r['branch_len']} | {r['packed']['tokens_forwarded']} "
+            f"| {r['branchwise']['tokens_forwarded']} | {r['packed']['step_s']:.3f} "
+            f"| {r['branchwise']['step_s']:.3f} | {r['speedup']:.2f}x |"
+        )
+    md += [
+        "",
+        f"## (ii) GRPO update vs TRL {meta['trl']} GRPOTrainer "
+        f"(group {trl['group']}, prompt {trl['prompt_len']}, "
+        f"completion {trl['completion_len']})",
+        "",
+        "| ours: full step, π_old fused (s) | TRL update, default (s) | TRL update + π_old pass (s) |",
+        "|---|---|---|",
+        f"| {trl['ours_step_s']:.3f} | {trl['trl_update_s']:.3f} ({trl['ratio_vs_trl']:.2f}x ours) "
+        f"| {trl['trl_update_with_old_pass_s']:.3f} ({trl['ratio_vs_trl_with_old_pass']:.2f}x ours) |",
+        "",
+        "Ratios > 1 mean TRL is slower. Generation is excluded on both sides.",
+    ]
+    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
+    print(f"wrote {stem}.json/.md")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

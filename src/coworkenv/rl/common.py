@@ -1,0 +1,246 @@
+"""Shared trainer plumbing: policy setup (full or LoRA), checkpoints, metrics, distributed helpers.
+
+Contract:
+
+* :func:`build_policy` returns a trainable model: LoRA adapters (peft) when ``ModelConfig.lora``
+  is set, else every parameter trainable.
+* :func:`merged_state_dict` is the plain (LoRA-merged) state dict of the policy — loadable into the
+  base architecture with ``strict=True`` — without modifying the live model (what backends load).
+* Checkpoints live in ``<out_dir>/checkpoints/step-<n>/``: ``trainable.pt`` (parameters that
+  require grad, plus extra modules), ``optimizer.pt``, ``rng.pt`` and ``state.json``;
+  ``<out_dir>/checkpoints/latest`` names the newest. :func:`latest_checkpoint` finds it.
+* :class:`MetricsLog` appends one JSON object per step to ``<out_dir>/metrics.jsonl`` and mirrors
+  scalars to TensorBoard when ``torch.utils.tensorboard`` is importable.
+* Distributed: when ``WORLD_SIZE > 1`` (torchrun / accelerate launch) :func:`init_distributed`
+  starts a gloo (CPU) or nccl group; :func:`all_reduce_grads` sums gradients across ranks (loss
+  coefficients are global, so the sum is the full-batch gradient).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coworkenv.rl.config import ModelConfig
+
+
+def build_policy(cfg: ModelConfig, model: Any | None = None, tokenizer: Any | None = None) -> tuple[Any, Any]:
+    if model is None:
+        from coworkenv.models import load_causal_lm
+
+        model, tokenizer = load_causal_lm(cfg.name_or_path, dtype=cfg.dtype)
+    if cfg.lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+        targets = [t for t in cfg.lora.target_modules if t in names]
+        lcfg = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=targets,
+            task_type="CAUSAL_LM",
+        )
+        with warnings.catch_warnings():  # peft reads a property transformers 5 deprecated
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, lcfg)
+    else:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model, tokenizer
+
+
+def is_peft(model: Any) -> bool:
+    return hasattr(model, "get_base_model") and hasattr(model, "peft_config")
+
+
+def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """Plain-architecture weights with LoRA deltas folded in (the live model is untouched)."""
+    if not is_peft(model):
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    base = model.get_base_model()
+    out: dict[str, torch.Tensor] = {}
+    deltas: dict[str, torch.Tensor] = {}
+    for name, mod in base.named_modules():
+        if hasattr(mod, "get_delta_weight") and hasattr(mod, "base_layer"):
+            for adapter in getattr(mod, "active_adapters", ["default"]):
+                d = mod.get_delta_weight(adapter).detach()
+                deltas[f"{name}.weight"] = deltas.get(f"{name}.weight", 0) + d
+    for key, val in base.state_dict().items():
+        if "lora_" in key or "lora_dropout" in key:
+            continue
+        plain = key.replace(".base_layer.", ".")
+        t = val.detach().clone()
+        if plain in deltas:
+            t = t + deltas[plain].to(t.dtype)
+        out[plain] = t
+    return out
+
+
+def save_merged(model: Any, tokenizer: Any, path: Path) -> Path:
+    """A plain checkpoint directory (config + weights + tokenizer) that load_causal_lm reads."""
+    from transformers import AutoModelForCausalLM
+
+    base = model.get_base_model() if is_peft(model) else model
+    plain = AutoModelForCausalLM.from_config(base.config)
+    plain.load_state_dict(merged_state_dict(model), strict=True)
+    path.mkdir(parents=True, exist_ok=True)
+    plain.save_pretrained(path)
+    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(path)
+    return path
+
+
+def seed_all(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "torch": torch.get_rng_state()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+
+
+def trainable_state(model: Any, extra: dict[str, torch.nn.Module] | None = None) -> dict[str, Any]:
+    params = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    return {"params": params, "extra": {k: m.state_dict() for k, m in (extra or {}).items()}}
+
+
+def save_checkpoint(
+    out_dir: Path,
+    step: int,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    *,
+    extra: dict[str, torch.nn.Module] | None = None,
+) -> Path:
+    root = out_dir / "checkpoints"
+    d = root / f"step-{step:06d}"
+    tmp = d.with_name(d.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    torch.save(trainable_state(model, extra), tmp / "trainable.pt")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(_rng_state(), tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
+    if d.exists():
+        import shutil
+
+        shutil.rmtree(d)
+    tmp.replace(d)
+    (root / "latest").write_text(d.name)
+    return d
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    marker = out_dir / "checkpoints" / "latest"
+    if not marker.exists():
+        return None
+    d = out_dir / "checkpoints" / marker.read_text().strip()
+    return d if (d / "state.json").exists() else None
+
+
+def load_checkpoint(
+    d: Path,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    extra: dict[str, torch.nn.Module] | None = None,
+) -> dict[str, Any]:
+    blob = torch.load(d / "trainable.pt", weights_only=False)
+    named = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, t in blob["params"].items():
+            named[n].copy_(t)
+    for k, m in (extra or {}).items():
+        m.load_state_dict(blob["extra"][k])
+    optimizer.load_state_dict(torch.load(d / "optimizer.pt", weights_only=False))
+    _set_rng_state(torch.load(d / "rng.pt", weights_only=False))
+    state: dict[str, Any] = json.loads((d / "state.json").read_text())
+    return state
+
+
+class MetricsLog:
+    def __init__(self, out_dir: Path, enabled: bool = True) -> None:
+        self.path = out_dir / "metrics.jsonl"
+        self.enabled = enabled
+        self._tb: Any = None
+        if enabled:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(out_dir / "tb"))
+            except ImportError:
+                self._tb = None
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        row = {"step": step, "time": time.time(), **metrics}
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        if self._tb is not None:
+            for k, v in metrics.items():
+                if isinstance(v, int | float):
+                    self._tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def world() -> tuple[int, int]:
+    """(rank, world_size) from the launcher's environment (1 process when unset)."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def init_distributed() -> tuple[int, int]:
+    rank, size = world()
+    if size > 1:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return rank, size
+
+
+def all_reduce_grads(params: list[torch.nn.Parameter]) -> None:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+
+
+def all_reduce_scalar(x: float) -> float:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return x
+    t = torch.tensor([x], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t.item())
+
+
+def shutdown_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

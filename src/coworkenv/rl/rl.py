@@ -1,0 +1,341 @@
+"""The RL trainer: ``RLTrainer.step(samples) -> metrics`` (one optimizer update per PPO epoch).
+
+Contract of :meth:`RLTrainer.step`:
+
+1. group and reject (incomplete / infra-failed groups, with counts); non-finite rewards or rollout
+   logprobs raise :class:`~coworkenv.rl.advantages.NonFiniteError` before any forward pass;
+2. run the configured estimator → per-token advantages (PPO: returns; ``A_t = R − V(s_t)``);
+3. build units — tree-packed per rollout (``packing=True``) or one per branch;
+4. recompute ``logπ_old`` in the trainer (no grad, model in eval mode so no dropout), the truncated
+   IS weights against the rollout logprobs (mismatch statistics logged) and, if ``kl_beta > 0``,
+   the reference logprobs (LoRA: adapters disabled; full: a frozen copy of the initial policy);
+   with one PPO epoch and no value head π_old is taken from the update's own forward (detached),
+   which is the same number and saves a pass;
+5. ``ppo_epochs`` updates of PPO-clip with global loss coefficients (micro-batched; under
+   torchrun each rank takes a shard of units and gradients are summed); a non-finite loss or
+   gradient skips the update (reported, weights untouched);
+6. ``policy_version`` increments and ``on_weights(model, version)`` is called (rank 0).
+
+If no group survives rejection the step is a no-op (``metrics["skipped"] == 1``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coworkenv.rl.advantages import AdvantageParams, estimate, get_estimator
+from coworkenv.rl.common import (
+    MetricsLog,
+    all_reduce_grads,
+    all_reduce_scalar,
+    build_policy,
+    init_distributed,
+    is_peft,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    seed_all,
+)
+from coworkenv.rl.config import RLConfig
+from coworkenv.rl.losses import loss_coefficients, ppo_clip_terms, truncated_is_weights, value_terms
+from coworkenv.rl.packing import Unit, forward_logprobs, linear_units, micro_batches, packed_units
+from coworkenv.trajectories.sample import TrainingSample
+
+OnWeights = Callable[[Any, int], None]
+
+
+@dataclass
+class _Batch:
+    """This rank's units for one step, with their step-global loss coefficients and old-pass data."""
+
+    units: list[Unit]
+    coefs: list[torch.Tensor]
+    logp_old: list[torch.Tensor] = field(default_factory=list)
+    refs: list[torch.Tensor] | None = None
+    advs: list[torch.Tensor] = field(default_factory=list)
+    rets: list[torch.Tensor] = field(default_factory=list)
+    isw: list[torch.Tensor] = field(default_factory=list)
+    rollout_lp: list[torch.Tensor] = field(default_factory=list)
+    fused: bool = False
+
+
+class _ISAcc:
+    """Accumulates truncated-IS mismatch statistics over units (summed across ranks)."""
+
+    def __init__(self) -> None:
+        self.dl_sum = self.dl_max = self.clipped = self.wsum = 0.0
+        self.n = 0
+
+    def add(self, old: torch.Tensor, rollout: torch.Tensor, cap: float) -> torch.Tensor:
+        w, st = truncated_is_weights(old, rollout, torch.ones_like(old), cap)
+        self.dl_sum += st.mean_abs_dlogp * st.n_tokens
+        self.dl_max = max(self.dl_max, st.max_abs_dlogp)
+        self.clipped += st.frac_clipped * st.n_tokens
+        self.wsum += st.mean_weight * st.n_tokens
+        self.n += st.n_tokens
+        return w
+
+    def result(self) -> dict[str, float]:
+        tot = max(all_reduce_scalar(float(self.n)), 1.0)
+        return {
+            "is/mean_abs_dlogp": all_reduce_scalar(self.dl_sum) / tot,
+            "is/max_abs_dlogp": self.dl_max,
+            "is/frac_clipped": all_reduce_scalar(self.clipped) / tot,
+            "is/mean_weight": all_reduce_scalar(self.wsum) / tot,
+        }
+
+
+class RLTrainer:
+    def __init__(
+        self,
+        cfg: RLConfig,
+        *,
+        model: Any | None = None,
+        tokenizer: Any | None = None,
+        on_weights: OnWeights | None = None,
+        log_metrics: bool = True,
+    ) -> None:
+        self.cfg = cfg
+        self.rank, self.world_size = init_distributed()
+        seed_all(cfg.run.seed)
+        self.model, self.tokenizer = build_policy(cfg.model, model, tokenizer)
+        self.model.eval()
+        self.estimator = get_estimator(cfg.estimator)
+        self.params = AdvantageParams(
+            group_size=cfg.group_size,
+            std_floor=cfg.std_floor,
+            zero_tol=cfg.zero_tol,
+            gigpo_omega=cfg.gigpo_omega,
+            gdpo_weights=cfg.gdpo_weights,
+        )
+        self.extra: dict[str, torch.nn.Module] = {}
+        if self.estimator.needs_value:
+            hidden = int(self._base().config.hidden_size)
+            head = torch.nn.Linear(hidden, 1)
+            torch.nn.init.zeros_(head.weight)
+            torch.nn.init.zeros_(head.bias)
+            self.extra["value_head"] = head
+        self.ref: Any = None
+        if cfg.kl_beta > 0 and not is_peft(self.model):
+            self.ref = copy.deepcopy(self.model).eval()
+            for p in self.ref.parameters():
+                p.requires_grad_(False)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        for m in self.extra.values():
+            self.trainable += list(m.parameters())
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(
+            self.trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
+        )
+        self.on_weights = on_weights
+        self.version = 0
+        self.step_count = 0
+        self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics and self.rank == 0)
+        if cfg.run.resume:
+            ck = latest_checkpoint(cfg.run.out_dir)
+            if ck is not None:
+                st = load_checkpoint(ck, self.model, self.optimizer, self.extra)
+                self.step_count, self.version = int(st["step"]), int(st["version"])
+
+    def _base(self) -> Any:
+        return self.model.get_base_model() if is_peft(self.model) else self.model
+
+    # ------------------------------------------------------------------ forward helpers
+
+    def _logprobs(
+        self, units: Sequence[Unit], *, grad: bool, hidden: bool = False, ref: bool = False
+    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        found: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        for mb in micro_batches(units, self.cfg.micro_batch_tokens):
+            with torch.enable_grad() if grad else torch.no_grad():
+                if ref and is_peft(self.model):
+                    with self.model.disable_adapter():
+                        res = forward_logprobs(self.model, mb, want_hidden=hidden)
+                else:
+                    res = forward_logprobs(self.ref if ref else self.model, mb, want_hidden=hidden)
+            found.update({id(u): r for u, r in zip(mb, res, strict=True)})
+        return [found[id(u)] for u in units]
+
+    def _value(self, hidden: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.extra["value_head"](hidden.float())[:, 0]
+        return out
+
+    # ------------------------------------------------------------------ the step
+
+    def step(
+        self, samples: Sequence[TrainingSample], *, infra_failed: Mapping[str, int] | None = None
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        metrics, units = self._prepare(samples, infra_failed)
+        if not units:
+            metrics.update(skipped=1, policy_version=self.version)
+            self.metrics.log(self.step_count, metrics)
+            return metrics
+        cfg = self.cfg
+        coefs = loss_coefficients(
+            [torch.tensor([u.mask[i] for i in u.train_idx]) for u in units],
+            [torch.tensor([u.weight[i] for i in u.train_idx]) for u in units],
+            [u.rollout_id for u in units],
+            cfg.agg,
+            normalizer=cfg.normalizer,
+        )
+        mine = list(range(self.rank, len(units), self.world_size))
+        batch = _Batch([units[i] for i in mine], [coefs[i] for i in mine])
+        metrics["tokens_forwarded"] = sum(len(u) for u in units)
+        metrics.update(self._old_pass(batch))
+        updated = 0
+        for _epoch in range(cfg.ppo_epochs):
+            res = self._update(batch)
+            if res is None:
+                metrics["skipped_nonfinite"] = metrics.get("skipped_nonfinite", 0) + 1
+                continue
+            updated += 1
+            metrics.update(res)
+        self.optimizer.zero_grad(set_to_none=True)
+        if updated:
+            self.step_count += 1
+            self.version += 1
+            if self.on_weights is not None and self.rank == 0:
+                self.on_weights(self.model, self.version)
+            if cfg.run.save_every and self.step_count % cfg.run.save_every == 0:
+                self.save()
+        metrics.update(policy_version=self.version, updates=updated, step_s=time.perf_counter() - t0)
+        self.metrics.log(self.step_count, metrics)
+        return metrics
+
+    def _prepare(
+        self, samples: Sequence[TrainingSample], infra_failed: Mapping[str, int] | None
+    ) -> tuple[dict[str, Any], list[Unit]]:
+        cfg = self.cfg
+        adv, report = estimate(cfg.estimator, samples, self.params, infra_failed=infra_failed)
+        metrics: dict[str, Any] = dict(report.counts())
+        accepted = [s for g in report.groups for r in g.rollouts for s in r.samples]
+        drop = {s.rollout_id for s in accepted if len(s.token_ids) > cfg.max_len}
+        if drop:
+            accepted = [s for s in accepted if s.rollout_id not in drop]
+            metrics["rollouts_too_long"] = len(drop)
+        if not accepted:
+            return metrics, []
+        rewards = {s.rollout_id: s.reward for s in accepted}
+        metrics.update(
+            reward_mean=sum(rewards.values()) / len(rewards), rollouts=len(rewards), samples=len(accepted)
+        )
+        units = packed_units(accepted, adv) if cfg.packing else linear_units(accepted, adv)
+        return metrics, units
+
+    def _old_pass(self, b: _Batch) -> dict[str, float]:
+        """π_old, V_old and π_ref without grad; advantages, returns and truncated IS weights.
+
+        With one PPO epoch and no value head, π_old equals π_θ at the update, so the no-grad pass is
+        fused into the update forward (``logπ_old = logπ_θ.detach()``) — one forward fewer per step.
+        """
+        cfg = self.cfg
+        needs_value = self.estimator.needs_value
+        b.fused = cfg.ppo_epochs == 1 and not needs_value
+        if cfg.kl_beta > 0:
+            b.refs = [lp.detach() for lp, _ in self._logprobs(b.units, grad=False, ref=True)]
+        old: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        if not b.fused:
+            old = self._logprobs(b.units, grad=False, hidden=needs_value)
+            b.logp_old = [lp.detach() for lp, _ in old]
+        acc = _ISAcc()
+        for k, u in enumerate(b.units):
+            a = torch.tensor([u.adv[i] for i in u.train_idx], dtype=torch.float32)
+            b.rets.append(a)
+            b.rollout_lp.append(torch.tensor([u.logp_rollout[i] for i in u.train_idx], dtype=torch.float32))
+            if b.fused:
+                b.advs.append(a)
+                continue
+            h = old[k][1]
+            if needs_value and h is not None:
+                with torch.no_grad():
+                    a = a - self._value(h)
+            b.advs.append(a)
+            b.isw.append(acc.add(b.logp_old[k], b.rollout_lp[k], cfg.is_cap))
+        all_adv = torch.cat(b.advs) if b.advs else torch.zeros(1)
+        out = {
+            "adv_mean": float(all_adv.mean()) if all_adv.numel() else 0.0,
+            "adv_abs_mean": float(all_adv.abs().mean()) if all_adv.numel() else 0.0,
+        }
+        return out if b.fused else {**out, **acc.result()}
+
+    def _update(self, b: _Batch) -> dict[str, float] | None:
+        """One optimizer update over the batch; ``None`` (weights untouched) if non-finite."""
+        cfg = self.cfg
+        needs_value = self.estimator.needs_value
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "value_loss": 0.0}
+        index = {id(u): i for i, u in enumerate(b.units)}
+        acc = _ISAcc()
+        for mb in micro_batches(b.units, cfg.micro_batch_tokens):
+            res = forward_logprobs(self.model, mb, want_hidden=needs_value)
+            loss = torch.zeros(())
+            for u, (lp, h) in zip(mb, res, strict=True):
+                i = index[id(u)]
+                if b.fused:
+                    old = lp.detach()
+                    isw = acc.add(old, b.rollout_lp[i], cfg.is_cap)
+                else:
+                    old, isw = b.logp_old[i], b.isw[i]
+                terms, aux = ppo_clip_terms(
+                    lp,
+                    old,
+                    b.advs[i],
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
+                    is_weights=isw,
+                    logp_ref=b.refs[i] if b.refs is not None else None,
+                    kl_beta=cfg.kl_beta,
+                )
+                c = b.coefs[i]
+                loss = loss + (c * terms).sum()
+                totals["pg_loss"] += float((c * terms).sum().detach())
+                totals["clip_frac"] += float((c * aux["clipped"]).sum())
+                if "kl" in aux:
+                    totals["kl"] += float((c * aux["kl"]).sum())
+                if needs_value and h is not None:
+                    vl = (c * value_terms(self._value(h), b.rets[i])).sum()
+                    loss = loss + cfg.value_coef * vl
+                    totals["value_loss"] += float(vl.detach())
+            totals["loss"] += float(loss.detach())
+            loss.backward()
+        all_reduce_grads(self.trainable)
+        totals = {k: all_reduce_scalar(v) for k, v in totals.items()}
+        if b.fused:
+            totals.update(acc.result())
+        has_grad = any(p.grad is not None for p in self.trainable)
+        gnorm = (
+            float(torch.nn.utils.clip_grad_norm_(self.trainable, cfg.optim.grad_clip)) if has_grad else 0.0
+        )
+        if not math.isfinite(totals["loss"]) or not math.isfinite(gnorm):
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self._apply_lr()
+        self.optimizer.step()
+        return {**totals, "grad_norm": gnorm}
+
+    def _apply_lr(self) -> None:
+        o = self.cfg.optim
+        scale = min(1.0, (self.step_count + 1) / o.warmup_steps) if o.warmup_steps else 1.0
+        for g in self.optimizer.param_groups:
+            g["lr"] = o.lr * scale
+
+    def save(self) -> Path | None:
+        if self.rank != 0:
+            return None
+        return save_checkpoint(
+            self.cfg.run.out_dir,
+            self.step_count,
+            self.model,
+            self.optimizer,
+            {"version": self.version, "kind": "rl", "estimator": self.cfg.estimator},
+            extra=self.extra,
+        )

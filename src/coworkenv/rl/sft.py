@@ -1,0 +1,261 @@
+"""SFT on curated conversations: loss on assistant tokens (responses and tool calls) only.
+
+Contract:
+
+* Input: JSONL, one ``{"messages": [...OpenAI chat messages with tool_calls...], "tools": [...]}``
+  per line (TRL conversational format). :func:`read_sft_jsonl` names file:line of bad rows.
+* :func:`tokenize_conversation` renders with the embedded backend's codec
+  (:mod:`coworkenv.proxy.codecs`, default ``smollm2``): for each assistant message the prompt up to
+  it (``codec.render_text``) supplies context tokens (mask 0) and the canonical assistant text
+  (``codec.format_assistant`` + the end-of-turn text) supplies target tokens (mask 1). When a later
+  prompt does not extend the earlier text, a new example starts. Examples are truncated to
+  ``max_len``.
+* :class:`SFTTrainer` trains (LoRA or full) with gradient accumulation; the loss is the mean over
+  supervised tokens of each optimizer step; checkpoints resume; metrics go to ``metrics.jsonl``;
+  :meth:`SFTTrainer.export` writes a merged checkpoint that :func:`coworkenv.models.load_causal_lm` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coworkenv.errors import SpecError
+from coworkenv.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
+from coworkenv.rl.common import (
+    MetricsLog,
+    build_policy,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    save_merged,
+    seed_all,
+)
+from coworkenv.rl.config import SFTConfig
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    ids: tuple[int, ...]
+    mask: tuple[int, ...]
+
+
+def _message(raw: dict[str, Any]) -> Message:
+    calls = []
+    for i, c in enumerate(raw.get("tool_calls") or []):
+        fn = c.get("function", c)
+        args = fn.get("arguments", "{}")
+        calls.append(
+            ToolCall(
+                id=str(c.get("id") or f"call_{i}"),
+                name=str(fn["name"]),
+                arguments=args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+            )
+        )
+    content = raw.get("content") or ""
+    if isinstance(content, list):  # content parts
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return Message(
+        role=raw["role"],
+        content=str(content),
+        tool_calls=tuple(calls),
+        tool_call_id=raw.get("tool_call_id"),
+        name=raw.get("name"),
+    )
+
+
+def _tool(raw: dict[str, Any]) -> ToolSpec:
+    fn = raw.get("function", raw)
+    return ToolSpec(
+        name=fn["name"],
+        description=fn.get("description", ""),
+        parameters=fn.get("parameters") or {"type": "object", "properties": {}},
+    )
+
+
+def read_sft_jsonl(path: Path) -> list[tuple[list[Message], list[ToolSpec]]]:
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(f.exists() for f in files):
+        raise SpecError.single(path, "", "no SFT JSONL found (expected a .jsonl file or a directory of them)")
+    rows: list[tuple[list[Message], list[ToolSpec]]] = []
+    for f in files:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                msgs = [_message(m) for m in obj["messages"]]
+                tools = [_tool(t) for t in obj.get("tools") or []]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SpecError.single(f"{f}:{n}", "messages", f"unreadable SFT row: {exc}") from None
+            rows.append((msgs, tools))
+    return rows
+
+
+Encode = Callable[[str], list[int]]
+
+
+def tokenize_conversation(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    encode: Encode,
+    *,
+    codec: Any,
+    max_len: int,
+) -> list[SFTExample]:
+    stop = codec.stop_texts[0] if codec.stop_texts else ""
+    out: list[SFTExample] = []
+    ids: list[int] = []
+    mask: list[int] = []
+    prev = ""
+
+    def flush() -> None:
+        if any(mask):
+            out.append(SFTExample(tuple(ids[:max_len]), tuple(mask[:max_len])))
+
+    for i, m in enumerate(messages):
+        if m.role != "assistant":
+            continue
+        prompt = codec.render_text(ChatRequest(messages=tuple(messages[:i]), tools=tuple(tools)))
+        if not prompt.startswith(prev):
+            flush()
+            ids, mask, prev = [], [], ""
+        ctx = encode(prompt[len(prev) :])
+        target = encode(codec.format_assistant(m.content, m.tool_calls) + stop)
+        ids += ctx + target
+        mask += [0] * len(ctx) + [1] * len(target)
+        prev = prompt + codec.format_assistant(m.content, m.tool_calls) + stop
+    flush()
+    return out
+
+
+def build_examples(
+    rows: Sequence[tuple[list[Message], list[ToolSpec]]],
+    tokenizer: Any,
+    *,
+    max_len: int,
+    codec_family: str = "smollm2",
+) -> list[SFTExample]:
+    from coworkenv.proxy.codecs import get_codec
+
+    codec = get_codec(codec_family, tokenizer)
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    out: list[SFTExample] = []
+    for msgs, tools in rows:
+        out.extend(tokenize_conversation(msgs, tools, encode, codec=codec, max_len=max_len))
+    return out
+
+
+def _batches(examples: Sequence[SFTExample], size: int, rng: random.Random) -> Iterator[list[SFTExample]]:
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    for i in range(0, len(order), size):
+        yield [examples[j] for j in order[i : i + size]]
+
+
+class SFTTrainer:
+    def __init__(
+        self,
+        cfg: SFTConfig,
+        *,
+        model: Any | None = None,
+        tokenizer: Any | None = None,
+        log_metrics: bool = True,
+    ) -> None:
+        self.cfg = cfg
+        seed_all(cfg.run.seed)
+        self.model, self.tokenizer = build_policy(cfg.model, model, tokenizer)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(
+            self.trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
+        )
+        self.step_count = 0
+        self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics)
+        if cfg.run.resume and (ck := latest_checkpoint(cfg.run.out_dir)) is not None:
+            self.step_count = int(load_checkpoint(ck, self.model, self.optimizer)["step"])
+
+    def _loss(self, batch: Sequence[SFTExample]) -> tuple[torch.Tensor, int]:
+        length = max(len(e.ids) for e in batch)
+        ids = torch.zeros(len(batch), length, dtype=torch.long)
+        att = torch.zeros(len(batch), length, dtype=torch.long)
+        labels = torch.full((len(batch), length), -100, dtype=torch.long)
+        for b, e in enumerate(batch):
+            n = len(e.ids)
+            ids[b, :n] = torch.tensor(e.ids)
+            att[b, :n] = 1
+            labels[b, :n] = torch.tensor([t if m else -100 for t, m in zip(e.ids, e.mask, strict=True)])
+        logits = self.model(input_ids=ids, attention_mask=att, use_cache=False).logits[:, :-1].float()
+        tgt = labels[:, 1:]
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100, reduction="sum"
+        )
+        return loss, int((tgt != -100).sum())
+
+    def train(
+        self, examples: Sequence[SFTExample], *, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
+        cfg = self.cfg
+        per_epoch = -(-len(examples) // (cfg.batch_size * cfg.grad_accum))
+        total = per_epoch * cfg.epochs
+        if cfg.run.max_steps:
+            total = min(total, cfg.run.max_steps)
+        rng = random.Random(cfg.run.seed)
+        self.model.train()
+        last: dict[str, Any] = {}
+        step = 0
+        for _epoch in range(cfg.epochs):
+            batches = list(_batches(examples, cfg.batch_size, rng))
+            for k in range(0, len(batches), cfg.grad_accum):
+                step += 1
+                if step <= self.step_count:
+                    continue  # resumed: these updates were already applied (same shuffle, same seed)
+                if step > total:
+                    break
+                t0 = time.perf_counter()
+                group = batches[k : k + cfg.grad_accum]
+                n_tok = sum(sum(e.mask[1:]) for b in group for e in b)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss_sum = 0.0
+                for b in group:
+                    loss, _ = self._loss(b)
+                    (loss / max(n_tok, 1)).backward()
+                    loss_sum += float(loss.detach())
+                gnorm = float(torch.nn.utils.clip_grad_norm_(self.trainable, cfg.optim.grad_clip))
+                for g in self.optimizer.param_groups:
+                    w = cfg.optim.warmup_steps
+                    g["lr"] = cfg.optim.lr * (min(1.0, step / w) if w else 1.0)
+                if torch.isfinite(torch.tensor(gnorm)):
+                    self.optimizer.step()
+                self.step_count = step
+                last = {
+                    "loss": loss_sum / max(n_tok, 1),
+                    "tokens": n_tok,
+                    "grad_norm": gnorm,
+                    "step_s": time.perf_counter() - t0,
+                }
+                self.metrics.log(step, last)
+                if progress:
+                    progress(step, total)
+                if cfg.run.save_every and step % cfg.run.save_every == 0:
+                    self.save()
+        self.model.eval()
+        return {**last, "steps": self.step_count}
+
+    def save(self) -> Path:
+        return save_checkpoint(
+            self.cfg.run.out_dir, self.step_count, self.model, self.optimizer, {"kind": "sft"}
+        )
+
+    def export(self, path: Path | None = None) -> Path:
+        return save_merged(self.model, self.tokenizer, path or self.cfg.run.out_dir / "final")

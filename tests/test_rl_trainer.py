@@ -1,0 +1,168 @@
+"""RLTrainer on a tiny random Llama: parameters move, IS clips, NaN aborts, packing is exact,
+configs fail early, checkpoints resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from coworkenv.errors import SpecError
+from coworkenv.rl.advantages import NonFiniteError
+from coworkenv.rl.config import RLConfig, load_config, parse_config
+from coworkenv.rl.rl import RLTrainer
+from coworkenv.rl.synthetic import branched_group
+from coworkenv.rl.tiny import tiny_llama
+
+VOCAB = 256
+
+
+def cfg(tmp: Path, **kw: Any) -> RLConfig:
+    base: dict[str, Any] = {
+        "model": {"lora": None},
+        "run": {"out_dir": str(tmp), "resume": False},
+        "group_size": 4,
+        "batch_size": 4,
+        "optim": {"lr": 1e-2},
+    }
+    base.update(kw)
+    return parse_config(RLConfig, base)
+
+
+def group(seed: int = 0, **kw: Any) -> list[Any]:
+    return branched_group(
+        group_size=4, vocab=VOCAB, prefix_len=24, branch_len=12, seed=seed, rewards=[1, 0, 0, 1], **kw
+    )
+
+
+def test_step_moves_every_trainable_param_and_pushes_weights(tmp_path: Path) -> None:
+    seen: list[int] = []
+    tr = RLTrainer(cfg(tmp_path), model=tiny_llama(VOCAB), on_weights=lambda m, v: seen.append(v))
+    before = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    m = tr.step(group())
+    assert m["updates"] == 1
+    assert seen == [1]
+    assert tr.version == 1
+    for n, p in tr.model.named_parameters():
+        if n == "model.embed_tokens.weight":
+            continue  # rows of unused tokens get no gradient; checked below on used rows
+        assert not torch.equal(p, before[n]), f"{n} did not move"
+    used = sorted({t for s in group() for t in s.token_ids})
+    assert not torch.equal(
+        tr.model.model.embed_tokens.weight[used], before["model.embed_tokens.weight"][used]
+    )
+    assert (tmp_path / "metrics.jsonl").exists()
+
+
+def test_lora_step_trains_adapters_only(tmp_path: Path) -> None:
+    c = cfg(tmp_path, model={"lora": {"r": 4, "alpha": 8, "dropout": 0.0}}, kl_beta=0.05)
+    tr = RLTrainer(c, model=tiny_llama(VOCAB))
+    named = dict(tr.model.named_parameters())
+    before = {n: p.detach().clone() for n, p in named.items()}
+    m = tr.step(group())
+    assert m["updates"] == 1
+    assert "kl" in m
+    for n, p in named.items():
+        moved = not torch.equal(p, before[n])
+        if "lora_B" in n:
+            assert moved, n
+        if "lora_" not in n:
+            assert not moved, f"frozen {n} moved"
+
+
+@pytest.mark.parametrize("epochs", [1, 2])  # 1: π_old fused into the update forward; 2: separate pass
+def test_is_weights_clip(tmp_path: Path, epochs: int) -> None:
+    tr = RLTrainer(cfg(tmp_path, is_cap=1.0, ppo_epochs=epochs), model=tiny_llama(VOCAB))
+    # rollout logprobs far below the trainer's: exp(old - rollout) > 1 everywhere -> all clipped
+    samples = [s.model_copy(update={"logprobs": tuple(-30.0 * m for m in s.loss_mask)}) for s in group()]
+    m = tr.step(samples)
+    assert m["updates"] == epochs
+    assert m["is/frac_clipped"] == pytest.approx(1.0)
+    assert m["is/mean_weight"] == pytest.approx(1.0)
+    assert m["is/max_abs_dlogp"] > 20
+
+
+def test_nan_reward_raises_before_any_update(tmp_path: Path) -> None:
+    tr = RLTrainer(cfg(tmp_path), model=tiny_llama(VOCAB))
+    before = [p.detach().clone() for p in tr.model.parameters()]
+    bad = group()
+    bad[0] = bad[0].model_copy(update={"reward": math.nan})
+    with pytest.raises(NonFiniteError, match="reward is nan"):
+        tr.step(bad)
+    assert all(torch.equal(a, b) for a, b in zip(before, tr.model.parameters(), strict=True))
+    assert tr.version == 0
+
+
+def test_incomplete_group_is_skipped(tmp_path: Path) -> None:
+    tr = RLTrainer(cfg(tmp_path), model=tiny_llama(VOCAB))
+    m = tr.step(group()[:4])  # 2 of 4 rollouts
+    assert m["skipped"] == 1
+    assert m["rejected_incomplete"] == 1
+    assert tr.version == 0
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gigpo", "ppo"])
+def test_packed_gradients_equal_branchwise(tmp_path: Path, estimator: str) -> None:
+    grads = {}
+    for packing in (True, False):
+        c = cfg(tmp_path / str(packing), packing=packing, estimator=estimator, kl_beta=0.1)
+        tr = RLTrainer(c, model=tiny_llama(VOCAB), log_metrics=False)
+        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        orig_zero = tr.optimizer.zero_grad
+        captured: dict[str, torch.Tensor] = {}
+
+        def snap(
+            *a: Any,
+            tr: RLTrainer = tr,
+            captured: dict[str, torch.Tensor] = captured,
+            zero: Any = orig_zero,
+            **k: Any,
+        ) -> None:
+            for n, p in tr.model.named_parameters():
+                if p.grad is not None:
+                    captured[n] = p.grad.clone()
+            zero(*a, **k)
+
+        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
+        m = tr.step(group())
+        grads[packing] = (captured, m["tokens_forwarded"], m["loss"])
+    g_packed, n_packed, l_packed = grads[True]
+    g_lin, n_lin, l_lin = grads[False]
+    assert n_packed < n_lin
+    assert l_packed == pytest.approx(l_lin, rel=1e-4, abs=1e-6)
+    assert g_packed.keys() == g_lin.keys()
+    for n in g_packed:
+        torch.testing.assert_close(g_packed[n], g_lin[n], rtol=1e-3, atol=1e-6, msg=n)
+
+
+def test_config_errors_name_the_values(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"batch_size=12 is not a multiple of group_size=8"):
+        parse_config(RLConfig, {"batch_size": 12, "group_size": 8})
+    with pytest.raises(SpecError, match=r"clip_low.*-0\.1"):
+        parse_config(RLConfig, {"clip_low": -0.1})
+    with pytest.raises(SpecError, match=r"estimator.*unknown estimator 'ppg'"):
+        parse_config(RLConfig, {"estimator": "ppg"})
+    p = tmp_path / "c.yaml"
+    p.write_text("estimator: grpo\nbatch_size: 3\ngroup_size: 2\n")
+    with pytest.raises(SpecError, match=r"c\.yaml"):
+        load_config(p, RLConfig)
+
+
+def test_checkpoint_resume(tmp_path: Path) -> None:
+    c = cfg(tmp_path, run={"out_dir": str(tmp_path), "resume": True, "save_every": 1})
+    tr = RLTrainer(c, model=tiny_llama(VOCAB))
+    tr.step(group())
+    state = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    after_two = None
+    tr.step(group(seed=1))
+    after_two = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    # a fresh trainer resumes from step 2 with the same weights and optimizer
+    tr2 = RLTrainer(c, model=tiny_llama(VOCAB))
+    assert (tr2.step_count, tr2.version) == (2, 2)
+    for n, p in tr2.model.named_parameters():
+        assert torch.equal(p, after_two[n])
+        assert not torch.equal(p, state[n]) or n == "model.embed_tokens.weight"
+    assert tr2.optimizer.state_dict()["state"].keys() == tr.optimizer.state_dict()["state"].keys()
