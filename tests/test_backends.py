@@ -95,7 +95,7 @@ async def test_scripted_reference_solves_the_task_through_prefixed_tools() -> No
     for comp in comps:  # ids are populated, aligned and reversible
         assert len(comp.logprobs) == len(comp.output_ids) > 0
         assert comp.output_ids[-1] == EOS_ID
-        assert tok.decode(comp.output_ids) == comp.text
+        assert tok.decode(comp.output_ids, skip_special_tokens=True) == comp.text
         assert tok.decode(comp.prompt_ids).endswith("<|im_start|>assistant\n")
         assert comp.policy_version == "scripted"
     # the next prompt contains the previous turn's exact output text (token consistency)

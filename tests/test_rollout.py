@@ -138,6 +138,26 @@ def test_upstream_error_is_an_infra_failure_never_graded(tmp_path: Path) -> None
     assert rec.rewards is None
 
 
+def test_a_failed_call_the_harness_retried_past_is_graded_one_it_ended_on_is_infra() -> None:
+    from coworkenv.proxy.capture import CapturedCall
+    from coworkenv.rollout.execute import _label
+
+    req = ChatRequest(messages=())
+
+    def call(seq: int, error: str | None) -> CapturedCall:
+        return CapturedCall(
+            rollout_id="r", seq=seq, call_id=f"c{seq}", dialect="openai_chat", request=req, error=error
+        )
+
+    done = HarnessResult(final_answer="ok", exit_code=0)
+    recovered = [call(0, "http_5xx: injected"), call(1, None)]
+    assert _label(done, recovered, 2) is None
+    ended_on_error = [call(0, None), call(1, "timeout: injected")]
+    label = _label(done, ended_on_error, 2)
+    assert label is not None
+    assert label[0] == "upstream_error"
+
+
 def test_timeout_before_any_call_is_infra_after_a_call_is_the_policys(tmp_path: Path) -> None:
     spec = _spec(M1003, timeout_s=1.0)
     never = lambda _s: _SequenceBackend([], sleep_on=0)  # noqa: E731

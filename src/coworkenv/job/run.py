@@ -16,6 +16,7 @@ Rollouts resume at trial granularity (the runner skips trials already recorded).
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -208,6 +209,7 @@ def stage_trees(st: JobState) -> dict[str, Any]:
 
 
 def stage_train(st: JobState) -> dict[str, Any]:
+    from coworkenv.rl.common import merged_state_dict
     from coworkenv.rl.config import RLConfig, RunConfig
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.sample import TrainingSample
@@ -227,7 +229,7 @@ def stage_train(st: JobState) -> dict[str, Any]:
             "group_size": k,
             "batch_size": k * max(1, n_groups),
             "optim": {"lr": c.lr},
-            "model": {"lora": c.lora} if c.lora else {},
+            "model": {} if c.lora else {"lora": None},
             "run": RunConfig(out_dir=st.out / "train").model_dump(),
         }
     )
@@ -235,12 +237,14 @@ def stage_train(st: JobState) -> dict[str, Any]:
 
     def push(model: Any, version: int) -> None:
         if hasattr(backend, "set_weights"):
-            backend.set_weights(model, f"rl-{version}")
+            backend.set_weights(merged_state_dict(model), f"rl-{version}")
             pushed.append(f"rl-{version}")
 
+    # The trainer gets its own copy: LoRA wraps modules in place; the backend keeps plain weights.
+    base = getattr(backend, "model", None)
     trainer = RLTrainer(
         cfg,
-        model=getattr(backend, "model", None),
+        model=None if base is None else copy.deepcopy(base),
         tokenizer=getattr(backend, "tokenizer", None),
         on_weights=push,
     )

@@ -169,8 +169,11 @@ def _label(
     if result.failure is not None:
         return result.failure
     errors = [c for c in calls if c.error]
-    if errors:
-        return ("upstream_error", f"{len(errors)} model call(s) failed: {errors[0].error}")
+    if errors and max(c.seq for c in errors) == max(c.seq for c in calls):
+        # the harness ended on a failed model call: the failure is the backend's, not the policy's
+        return ("upstream_error", f"{len(errors)} model call(s) failed, the last one too: {errors[-1].error}")
+    # earlier failed calls the harness retried past are its own business: the rollout is graded
+    # (the failed calls carry no tokens and never enter a training sample)
     if result.timed_out and n_calls == 0:
         return ("timeout_before_call", "wall clock ran out before any model call")
     if result.timed_out:

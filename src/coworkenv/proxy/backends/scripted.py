@@ -43,15 +43,34 @@ WRITE_TOOLS = ("write", "write_file", "writefile", "create_file")
 
 
 class ByteTokenizer:
-    """UTF-8 bytes as token ids; id 256 ends a turn. Reversible for any text."""
+    """UTF-8 bytes as token ids; id 256 is the end-of-turn special token, spelled ``<|im_end|>`` in
+    text (as a real chat tokenizer does, so a turn's output ids are a prefix of the next prompt's).
+    Reversible for any text."""
 
     eos_token_id = EOS_ID
+    eot_text = "<|im_end|>"
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        return list(text.encode("utf-8"))
+        ids: list[int] = []
+        for n, part in enumerate(text.split(self.eot_text)):
+            if n:
+                ids.append(EOS_ID)
+            ids.extend(part.encode("utf-8"))
+        return ids
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        return bytes(i for i in token_ids if 0 <= i < 256).decode("utf-8", errors="replace")
+        out: list[str] = []
+        run: list[int] = []
+        for i in token_ids:
+            if 0 <= i < 256:
+                run.append(i)
+            elif i == EOS_ID:
+                out.append(bytes(run).decode("utf-8", errors="replace"))
+                run = []
+                if not skip_special_tokens:
+                    out.append(self.eot_text)
+        out.append(bytes(run).decode("utf-8", errors="replace"))
+        return "".join(out)
 
 
 @dataclass(frozen=True)
