@@ -140,6 +140,10 @@ def test_eval_cli_summarizes_and_errors_clearly(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["eval", str(tmp_path), "--k", "2", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["overall"]["pass_at_k"] == 1.0
-    res = CliRunner().invoke(app, ["eval", str(tmp_path / "tasks"), "--trials", "3"])
+    # not recorded rollouts: read as tasks to run; a missing one is named before anything runs
+    res = CliRunner().invoke(
+        app, ["eval", str(tmp_path / "tasks"), "--trials", "3", "--out", str(tmp_path / "o")]
+    )
     assert isinstance(res.exception, CoworkError)
-    assert "rollout runner" in str(res.exception)
+    assert "no such file and no built-in task" in str(res.exception)
+    assert not (tmp_path / "o").exists()

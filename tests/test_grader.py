@@ -290,3 +290,16 @@ def test_gate_handles_several_substrings_of_one_field() -> None:
         ],
     }
     assert consistency_gate(TaskSpec.model_validate(data)).passed
+
+
+def test_judge_comes_from_the_environment_or_not_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coworkenv.grading.judge import OpenAIJudge, judge_from_env
+
+    monkeypatch.delenv("COWORKENV_JUDGE_BASE_URL", raising=False)
+    monkeypatch.delenv("COWORKENV_JUDGE_MODEL", raising=False)
+    assert judge_from_env() is None
+    monkeypatch.setenv("COWORKENV_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COWORKENV_JUDGE_MODEL", "grader")
+    judge = judge_from_env()
+    assert isinstance(judge, OpenAIJudge)
+    assert (judge.config.base_url, judge.config.model) == ("http://127.0.0.1:9/v1", "grader")

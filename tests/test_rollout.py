@@ -303,7 +303,14 @@ def _all_marked() -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
-def test_random_kills_and_cancellation_leave_no_orphans_or_workspaces(tmp_path: Path) -> None:
+def test_random_kills_and_cancellation_leave_no_orphans_or_workspaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    scratch = tmp_path / "scratch"  # this test's run dirs only (other runs may share /tmp)
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     before = set(_all_marked())
     spec = _spec(M1003, timeout_s=4.0)
     harness = _ShellHarness("tree", _TREE)
@@ -349,6 +356,7 @@ def test_random_kills_and_cancellation_leave_no_orphans_or_workspaces(tmp_path: 
         )
         await asyncio.sleep(1.0)
         assert [p for p in _all_marked() if p not in before], "the harnesses were running"
+        assert list(scratch.glob("coworkenv-run-*/sandboxes/*")), "their sandboxes live in scratch"
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
@@ -357,7 +365,7 @@ def test_random_kills_and_cancellation_leave_no_orphans_or_workspaces(tmp_path: 
     assert set(_all_marked()) - before == set()
     records, _ = read_records(out / RECORDS_FILE)
     assert len(records) == 6, "cancelled rollouts leave no record; a resumed run redoes them"
-    assert not list(Path("/tmp").glob("coworkenv-run-*/sandboxes/*")), "no leaked workspaces"
+    assert not list(scratch.glob("coworkenv-run-*/sandboxes/*")), "no leaked workspaces"
 
 
 def test_marked_pids_finds_only_its_sandbox(tmp_path: Path) -> None:

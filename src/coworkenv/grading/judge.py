@@ -74,3 +74,15 @@ class OpenAIJudge:
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"judge score out of range: {score}")
         return score, str(data.get("reason", ""))
+
+
+def judge_from_env() -> OpenAIJudge | None:
+    """The judge configured by ``COWORKENV_JUDGE_BASE_URL`` + ``COWORKENV_JUDGE_MODEL`` (key in
+    ``COWORKENV_JUDGE_API_KEY`` or ``OPENAI_API_KEY``), or ``None``: ``llm_judge`` checks are then
+    reported *not run* and completion renormalizes over the checks that ran."""
+    base = os.environ.get("COWORKENV_JUDGE_BASE_URL")
+    model = os.environ.get("COWORKENV_JUDGE_MODEL")
+    if not base or not model:
+        return None
+    env = "COWORKENV_JUDGE_API_KEY" if os.environ.get("COWORKENV_JUDGE_API_KEY") else "OPENAI_API_KEY"
+    return OpenAIJudge(JudgeConfig(base_url=base, model=model, api_key_env=env))

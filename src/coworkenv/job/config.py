@@ -56,6 +56,8 @@ class TrainSection(_Section):
     updates: int = Field(default=1, ge=0)
     lr: float = Field(default=1e-5, gt=0)
     lora: bool = True
+    eval_after: bool = True
+    """Re-run the student's tasks with the updated weights (same k) and report before vs after."""
 
 
 class ReportSection(_Section):
@@ -74,8 +76,11 @@ class JobConfig(_Section):
 
     @model_validator(mode="after")
     def _fits(self) -> JobConfig:
-        if self.student.tasks > self.synth.tasks:
-            raise ValueError(f"student.tasks ({self.student.tasks}) exceeds synth.tasks ({self.synth.tasks})")
+        if self.synth.plan is None and self.student.tasks >= self.synth.tasks:
+            raise ValueError(
+                f"student.tasks ({self.student.tasks}) must be below synth.tasks ({self.synth.tasks}): "
+                "the student's tasks are held out from the teacher's"
+            )
         return self
 
 

@@ -124,7 +124,8 @@ def load_tasks(st: JobState) -> list[TaskSpec]:
 
 
 def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
-    """The held-out tasks: the last ``student.tasks`` of the suite, one per template where possible."""
+    """The student's tasks: the last ``student.tasks`` of the suite, one per template where possible,
+    with turns capped at ``student.max_turns``. The teacher never sees them (held out from SFT)."""
     picked: list[TaskSpec] = []
     seen: set[str] = set()
     for t in reversed(tasks):
@@ -134,7 +135,26 @@ def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
             seen.add(fam)
         if len(picked) == st.cfg.student.tasks:
             break
-    return sorted(picked, key=lambda t: t.id)
+    for t in reversed(tasks):  # fewer templates than tasks asked for: fill with the rest
+        if len(picked) >= st.cfg.student.tasks:
+            break
+        if t not in picked:
+            picked.append(t)
+    cap = st.cfg.student.max_turns
+    return sorted(
+        (
+            t.model_copy(
+                update={"limits": t.limits.model_copy(update={"max_turns": min(cap, t.limits.max_turns)})}
+            )
+            for t in picked
+        ),
+        key=lambda t: t.id,
+    )
+
+
+def teacher_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    held_out = {t.id for t in student_tasks(st, tasks)}
+    return [t for t in tasks if t.id not in held_out]
 
 
 def _rollouts(
@@ -165,7 +185,9 @@ def _student_backend(st: JobState) -> Any:
 
 def stage_teacher(st: JobState) -> dict[str, Any]:
     c = st.cfg.teacher
-    recs = _rollouts(st, "teacher", load_tasks(st), [c.harness], trials=c.trials, backend=c.backend)
+    recs = _rollouts(
+        st, "teacher", teacher_tasks(st, load_tasks(st)), [c.harness], trials=c.trials, backend=c.backend
+    )
     return _reward_info(recs)
 
 
@@ -252,7 +274,21 @@ def stage_train(st: JobState) -> dict[str, Any]:
     for _ in range(c.updates):
         metrics.append(trainer.step(samples))
     st.console.print(f"train: {c.updates} {c.estimator} update(s); policy version → {pushed or 'unchanged'}")
-    return {"updates": c.updates, "samples": len(samples), "metrics": metrics, "pushed": pushed}
+    info: dict[str, Any] = {
+        "updates": c.updates,
+        "samples": len(samples),
+        "metrics": metrics,
+        "pushed": pushed,
+    }
+    if c.eval_after and pushed:
+        # same tasks, same k, the updated weights (a rerun of this stage redoes update and evaluation)
+        import shutil
+
+        shutil.rmtree(st.out / "after", ignore_errors=True)
+        tasks = student_tasks(st, load_tasks(st))
+        recs = _rollouts(st, "after", tasks, st.cfg.student.harnesses, trials=k, backend=backend)
+        info["after"] = _reward_info(recs)
+    return info
 
 
 def stage_eval(st: JobState) -> dict[str, Any]:
@@ -264,20 +300,37 @@ def stage_eval(st: JobState) -> dict[str, Any]:
     info: dict[str, Any] = {"before": summarize(before, k=k, threshold=thr).model_dump()}
     teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
     info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
+    after, _ = read_records(st.out / "after" / "rollouts.jsonl")
+    if after:
+        info["after"] = summarize(after, k=k, threshold=thr).model_dump()
+    for name in ("before", "after"):
+        if name in info:
+            o = info[name]["overall"]
+            st.console.print(
+                f"eval ({name} the update): score {o.get('score')}, Pass@{k} {o.get('pass_at_k')}, "
+                f"Pass^{k} {o.get('pass_hat_k')}"
+            )
     return info
 
 
 def stage_report(st: JobState) -> dict[str, Any]:
+    from coworkenv.eval.cli import read_metrics
     from coworkenv.eval.report import render_report
 
     k = st.cfg.student.trials
     recs, problems = read_records(st.out / "student" / "rollouts.jsonl")
     teacher, p2 = read_records(st.out / "teacher" / "rollouts.jsonl")
+    after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
+    # the updated policy's trials get their own group (harness@version), never pooled with the base's
+    after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
+    teacher = [r.model_copy(update={"harness": f"{r.harness} (teacher)"}) for r in teacher]
+    metrics_path = st.out / "train" / "metrics.jsonl"
     html = render_report(
-        [*recs, *teacher],
+        [*recs, *after, *teacher],
         k=k,
         threshold=st.cfg.report.pass_threshold,
-        problems=[*problems, *p2],
+        metrics=read_metrics(metrics_path) if metrics_path.exists() else (),
+        problems=[*problems, *p2, *p3],
         title="coworkenv main job",
     )
     path = st.out / st.cfg.report.html
@@ -354,8 +407,12 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
     if stage == "train":
         return f"{info.get('updates', 0)} update(s), pushed {info.get('pushed', [])}"
     if stage == "eval":
-        b = info.get("before", {})
-        return f"student score {b.get('overall', {}).get('score', '-')}"
+
+        def score(name: str) -> str:
+            o = info.get(name, {}).get("overall", {})
+            return "-" if o.get("score") is None else f"{o['score']:.1f}"
+
+        return f"student score {score('before')} before the update, {score('after')} after"
     if stage == "report":
         return str(info.get("html", ""))
     return ""

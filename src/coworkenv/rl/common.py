@@ -55,8 +55,24 @@ def build_policy(cfg: ModelConfig, model: Any | None = None, tokenizer: Any | No
         for p in model.parameters():
             p.requires_grad_(True)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        if enable is not None:  # transformers ≥ 5
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.lora is not None and hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()
     return model, tokenizer
+
+
+def train_mode_without_dropout(model: Any, on: bool) -> None:
+    """Training mode (so activation checkpointing is active) with every dropout off, so the
+    policy's logprobs are deterministic — π_old, π_θ and the IS ratio see the same function."""
+    model.train(on)
+    if on:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.eval()
 
 
 def is_peft(model: Any) -> bool:

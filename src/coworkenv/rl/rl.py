@@ -43,6 +43,7 @@ from coworkenv.rl.common import (
     load_checkpoint,
     save_checkpoint,
     seed_all,
+    train_mode_without_dropout,
 )
 from coworkenv.rl.config import RLConfig
 from coworkenv.rl.losses import loss_coefficients, ppo_clip_terms, truncated_is_weights, value_terms
@@ -154,6 +155,7 @@ class RLTrainer:
         self, units: Sequence[Unit], *, grad: bool, hidden: bool = False, ref: bool = False
     ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         found: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        train_mode_without_dropout(self.model, grad)
         for mb in micro_batches(units, self.cfg.micro_batch_tokens):
             with torch.enable_grad() if grad else torch.no_grad():
                 if ref and is_peft(self.model):

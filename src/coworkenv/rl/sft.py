@@ -71,6 +71,16 @@ def _message(raw: dict[str, Any]) -> Message:
     )
 
 
+def _tool_list(raw: Any) -> list[dict[str, Any]]:
+    """``tools`` as curation exports it (a JSON string, so Arrow keeps schemas intact) or as a list of
+    dicts / JSON strings (TRL's other accepted shapes)."""
+    if not raw:
+        return []
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    return [json.loads(t) if isinstance(t, str) else t for t in raw]
+
+
 def _tool(raw: dict[str, Any]) -> ToolSpec:
     fn = raw.get("function", raw)
     return ToolSpec(
@@ -92,7 +102,7 @@ def read_sft_jsonl(path: Path) -> list[tuple[list[Message], list[ToolSpec]]]:
             try:
                 obj = json.loads(line)
                 msgs = [_message(m) for m in obj["messages"]]
-                tools = [_tool(t) for t in obj.get("tools") or []]
+                tools = [_tool(t) for t in _tool_list(obj.get("tools"))]
             except (ValueError, KeyError, TypeError) as exc:
                 raise SpecError.single(f"{f}:{n}", "messages", f"unreadable SFT row: {exc}") from None
             rows.append((msgs, tools))
@@ -195,12 +205,16 @@ class SFTTrainer:
             ids[b, :n] = torch.tensor(e.ids)
             att[b, :n] = 1
             labels[b, :n] = torch.tensor([t if m else -100 for t, m in zip(e.ids, e.mask, strict=True)])
-        logits = self.model(input_ids=ids, attention_mask=att, use_cache=False).logits[:, :-1].float()
+        # The output layer only on the positions that predict a trained token: the full logits of a
+        # 4k-token sequence over a 49k vocabulary would be ~0.8 GB per copy.
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        hidden = base.get_decoder()(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state
         tgt = labels[:, 1:]
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100, reduction="sum"
-        )
-        return loss, int((tgt != -100).sum())
+        keep = tgt != -100
+        rows = hidden[:, :-1][keep]
+        logits = base.get_output_embeddings()(rows).float()
+        loss = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="sum")
+        return loss, int(keep.sum())
 
     def train(
         self, examples: Sequence[SFTExample], *, progress: Callable[[int, int], None] | None = None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from coworkenv.grading.grader import Episode, grade
+from coworkenv.grading.grader import Episode, Judge, grade
 from coworkenv.proxy.backends.base import Backend
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.messages import AssistantTurn, Message
@@ -85,6 +85,9 @@ class RunContext:
     keep_sandboxes: bool = False
     settle_timeout_s: float = 10.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    judge: Judge | None = None
+    """Grades ``llm_judge`` checks (see :func:`coworkenv.grading.judge.judge_from_env`); ``None``:
+    they are reported not run."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,7 @@ async def _finish(  # noqa: PLR0917
         workspace=box.workspace,
         transcript=transcript(messages),
     )
-    graded = await asyncio.to_thread(grade, base.job.task, episode)
+    graded = await asyncio.to_thread(grade, base.job.task, episode, rc.judge)
     rewards = None
     if graded.reward is not None and graded.completion is not None:
         rewards = RewardParts(

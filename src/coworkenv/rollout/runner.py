@@ -36,6 +36,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from coworkenv.errors import CoworkError
+from coworkenv.grading.judge import judge_from_env
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 from coworkenv.proxy.capture import CaptureStore
 from coworkenv.proxy.messages import ChatRequest
@@ -165,6 +166,7 @@ async def open_session(
                 backend_for=per_task,
                 timeout_cap_s=timeout_cap_s,
                 keep_sandboxes=keep_sandboxes,
+                judge=judge_from_env(),
             )
     finally:
         shutdown = getattr(proxy, "shutdown", None)

@@ -1,0 +1,99 @@
+"""The main job: config validation, and the CI example end to end with the real embedded model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coworkenv.errors import SpecError
+from coworkenv.job.config import JobConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "coworkenv.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=1500,
+        check=False,
+    )
+
+
+def test_defaults_need_no_file() -> None:
+    cfg = load_config(None)
+    assert cfg == JobConfig()
+    assert cfg.student.backend == "embedded"
+    assert cfg.synth.generator == "procedural"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_config_is_valid(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.student.trials >= 1
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("[student]\ntrails = 2\n", "student.trails"),
+        ("[train]\nlr = -1\n", "train.lr"),
+        ("[synth]\ntasks = 4\n[student]\ntasks = 4\n", "student.tasks"),
+        ("[synth]\ngenerator = 'magic'\n", "synth.generator"),
+        ("out = [\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as e:
+        load_config(path)
+    assert str(path) in str(e.value)
+    assert field in str(e.value)
+    res = _cli("job", "--config", str(path))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    assert field in res.stderr
+
+
+def test_missing_config_is_one_line(tmp_path: Path) -> None:
+    res = _cli("job", "--config", str(tmp_path / "nope.toml"))
+    assert res.returncode == 2
+    assert "config file not found" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
+    """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
+    out = tmp_path / "run"
+    res = _cli("job", "--config", str(ROOT / "examples" / "job-ci.toml"), "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["synth"]["accepted"] + summary["synth"]["repaired"] == 13
+    assert summary["teacher"]["rollouts"] == 11  # 13 tasks minus the student's 2 held out
+    assert summary["teacher"]["mean_reward"] == pytest.approx(1.0)
+    assert summary["student"]["rollouts"] == 4
+    assert summary["curate"]["rows"] > 0
+    sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
+    assert all(r["messages"][0]["role"] == "system" for r in sft)
+    assert summary["trees"]["samples"] > 0
+    assert summary["train"]["pushed"] == ["rl-1"]
+    assert summary["train"]["metrics"][0].get("skipped") is None
+    assert summary["eval"]["before"]["overall"]["trials"] == 4
+    assert summary["eval"]["after"]["overall"]["trials"] == 4
+    after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+    html = (out / "report.html").read_text()
+    assert "loop@rl-1" in html
+    # resume: nothing is redone except the report
+    res = _cli("job", "--config", str(ROOT / "examples" / "job-ci.toml"), "--out", str(out))
+    assert res.returncode == 0
+    assert "synth: already done (resume)" in res.stdout
+    assert "train: already done (resume)" in res.stdout
