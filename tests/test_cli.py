@@ -62,10 +62,35 @@ def test_validate_reports_and_fails_on_bad_spec(task_file: Path, tmp_path: Path)
         (["validate", "/no/such/task.json"], "file not found"),
         (["run", "{task}", "--face", "carrier-pigeon"], "unknown face"),
         (["import", "claw-eval", "/no/such/dir"], "directory not found"),
+        (["synth", "/no/plan.yaml", "--out", "{tmp}/s"], "plan file not found"),
+        (["plan", "report", "/no/plan.yaml"], "plan file not found"),
+        (["package", "/no/dir", "--format", "harbor", "--out", "{tmp}/p"], "not found"),
+        (["rollout", "/no/task.json", "--backend", "reference", "--out", "{tmp}/r"], "no such file"),
+        (["trees", "/no/dir"], "rollouts.jsonl: not found"),
+        (["curate", "/no/dir", "--export", "{tmp}/sft.jsonl"], "rollouts.jsonl: not found"),
+        (["eval", "/no/dir"], "no such file"),
+        (["report", "/no/dir", "--out", "{tmp}/r.html"], "no rollouts here"),
+        (["train", "sft", "/no/cfg.yaml"], "config file not found"),
+        (["train", "rl", "/no/cfg.yaml"], "config file not found"),
+        (["job", "--config", "/no/job.toml"], "config file not found"),
+        (["proxy", "--backend", "nonsense:x"], "unknown kind"),
+        (
+            [
+                "rollout",
+                "M1003_ticket_kb_resolution",
+                "--backend",
+                "passthrough:http://127.0.0.1:9/v1",
+                "--out",
+                "{tmp}/u",
+            ],
+            "failed before the policy could act",
+        ),
     ],
 )
-def test_bad_input_is_one_clear_line_without_traceback(task_file: Path, args: list[str], needle: str) -> None:
-    r = cli(*[a.replace("{task}", str(task_file)) for a in args])
+def test_bad_input_is_one_clear_line_without_traceback(
+    task_file: Path, tmp_path: Path, args: list[str], needle: str
+) -> None:
+    r = cli(*[a.replace("{task}", str(task_file)).replace("{tmp}", str(tmp_path)) for a in args])
     assert r.returncode != 0
     assert needle in r.stderr + r.stdout
     assert "Traceback" not in r.stderr

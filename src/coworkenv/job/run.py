@@ -271,8 +271,28 @@ def stage_train(st: JobState) -> dict[str, Any]:
         on_weights=push,
     )
     metrics: list[dict[str, Any]] = []
-    for _ in range(c.updates):
-        metrics.append(trainer.step(samples))
+    # The online loop: rollout → trees → advantages → update → push. The first update uses the
+    # student stage's rollouts; each later one collects fresh rollouts with the pushed weights.
+    held_out = student_tasks(st, load_tasks(st))
+    for it in range(c.updates):
+        if it:
+            import shutil
+
+            from coworkenv.trajectories.report import process_dir
+
+            d = st.out / "train" / f"iter-{it}"
+            shutil.rmtree(d, ignore_errors=True)
+            _rollouts(st, f"train/iter-{it}", held_out, st.cfg.student.harnesses, trials=k, backend=backend)
+            process_dir(d, d / "samples.jsonl")
+            samples = [
+                TrainingSample.model_validate_json(x)
+                for x in (d / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+                if x.strip()
+            ]
+        m = trainer.step(samples)
+        rewards = [s.reward for s in samples]
+        m["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
+        metrics.append(m)
     st.console.print(f"train: {c.updates} {c.estimator} update(s); policy version → {pushed or 'unchanged'}")
     info: dict[str, Any] = {
         "updates": c.updates,

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from coworkenv.rollout.record import RolloutRecord
 from coworkenv.spec import TaskSpec
 
 
@@ -93,3 +94,15 @@ def rollout(  # noqa: PLR0917
             specs, names, trials, backend, out, concurrency, timeout_cap_s=timeout, keep_sandboxes=keep
         )
     console.print(summary.line())
+    fail_if_all_infra(summary.records)
+
+
+def fail_if_all_infra(records: list[RolloutRecord]) -> None:
+    """Every rollout of this run failed for reasons not the policy's (e.g. an unreachable model
+    endpoint): say why in one line and exit non-zero instead of reporting an empty success."""
+    from coworkenv.errors import CoworkError
+
+    if records and all(r.status == "infra_failure" for r in records):
+        first = next((r.failure for r in records if r.failure is not None), None)
+        why = f"{first.kind}: {first.detail}" if first else "unknown"
+        raise CoworkError(f"all {len(records)} rollout(s) failed before the policy could act ({why[:300]})")
