@@ -84,14 +84,25 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
     assert all(r["messages"][0]["role"] == "system" for r in sft)
     assert summary["trees"]["samples"] > 0
-    assert summary["train"]["pushed"] == ["rl-1"]
-    assert summary["train"]["metrics"][0].get("skipped") is None
+    samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
+    groups: dict[str, set[float]] = {}
+    for smp in samples:
+        groups.setdefault(smp["group_key"], set()).add(smp["reward"])
+    step = summary["train"]["metrics"][0]
+    if any(len(rewards) > 1 for rewards in groups.values()):
+        # a learning signal: a real update, pushed into the serving backend, then re-evaluated
+        assert summary["train"]["pushed"] == ["rl-1"]
+        assert step["grad_norm"] > 0
+        assert summary["eval"]["after"]["overall"]["trials"] == 4
+        after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
+        assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+        assert "loop@rl-1" in (out / "report.html").read_text()
+    else:
+        # every group scored alike: GRPO has no signal, and the job says so instead of a fake update
+        assert step["skipped_no_signal"] == 1
+        assert summary["train"]["pushed"] == []
     assert summary["eval"]["before"]["overall"]["trials"] == 4
-    assert summary["eval"]["after"]["overall"]["trials"] == 4
-    after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
-    html = (out / "report.html").read_text()
-    assert "loop@rl-1" in html
+    assert (out / "report.html").exists()
     # resume: nothing is redone except the report
     res = _cli("job", "--config", str(ROOT / "examples" / "job-ci.toml"), "--out", str(out))
     assert res.returncode == 0

@@ -293,7 +293,15 @@ def stage_train(st: JobState) -> dict[str, Any]:
         rewards = [s.reward for s in samples]
         m["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
         metrics.append(m)
-    st.console.print(f"train: {c.updates} {c.estimator} update(s); policy version → {pushed or 'unchanged'}")
+    no_signal = sum(1 for m in metrics if m.get("skipped_no_signal"))
+    st.console.print(
+        f"train: {len(pushed)} {c.estimator} update(s) pushed ({pushed or 'policy unchanged'})"
+        + (
+            f"; {no_signal} step(s) had no learning signal (every group's trials scored alike)"
+            if no_signal
+            else ""
+        )
+    )
     info: dict[str, Any] = {
         "updates": c.updates,
         "samples": len(samples),
@@ -425,7 +433,10 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
     if stage == "trees":
         return f"{info.get('samples', 0)} samples from {info.get('rollouts', 0)} rollouts"
     if stage == "train":
-        return f"{info.get('updates', 0)} update(s), pushed {info.get('pushed', [])}"
+        steps = info.get("metrics", [])
+        quiet = sum(1 for m in steps if m.get("skipped_no_signal"))
+        text = f"{len(info.get('pushed', []))} update(s) pushed {info.get('pushed', [])}"
+        return text + (f"; {quiet} step(s) without signal (equal rewards)" if quiet else "")
     if stage == "eval":
 
         def score(name: str) -> str:

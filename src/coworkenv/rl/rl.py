@@ -177,8 +177,18 @@ class RLTrainer:
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
         metrics, units = self._prepare(samples, infra_failed)
-        if not units:
-            metrics.update(skipped=1, policy_version=self.version)
+        no_signal = (
+            bool(units)
+            and metrics.get("adv_abs_mean", 1.0) == 0.0
+            and not self.estimator.needs_value
+            and self.cfg.kl_beta == 0
+        )
+        if not units or no_signal:
+            # every accepted group had equal rewards: the policy-gradient loss is exactly 0, so the
+            # forward/backward pass would change nothing; say so instead of pretending to update
+            metrics.update(skipped=1, policy_version=self.version, step_s=time.perf_counter() - t0)
+            if no_signal:
+                metrics["skipped_no_signal"] = 1
             self.metrics.log(self.step_count, metrics)
             return metrics
         cfg = self.cfg
