@@ -351,18 +351,26 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
-    teacher = [r.model_copy(update={"harness": f"{r.harness} (teacher)"}) for r in teacher]
     metrics_path = st.out / "train" / "metrics.jsonl"
+    metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     html = render_report(
-        [*recs, *after, *teacher],
+        [*recs, *after],
         k=k,
         threshold=st.cfg.report.pass_threshold,
-        metrics=read_metrics(metrics_path) if metrics_path.exists() else (),
-        problems=[*problems, *p2, *p3],
-        title="coworkenv main job",
+        metrics=metrics,
+        problems=[*problems, *p3],
+        title="coworkenv main job: the student before and after the update",
     )
     path = st.out / st.cfg.report.html
     path.write_text(html, encoding="utf-8")
+    teacher_html = render_report(
+        teacher,
+        k=1,
+        threshold=st.cfg.report.pass_threshold,
+        problems=p2,
+        title="coworkenv main job: the teacher",
+    )
+    (st.out / f"teacher-{st.cfg.report.html}").write_text(teacher_html, encoding="utf-8")
     return {"html": str(path)}
 
 
