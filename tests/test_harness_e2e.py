@@ -7,6 +7,7 @@ whose binary is not installed (scripts/install_harnesses.sh) is skipped, never f
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,20 +34,25 @@ def _installed() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path, Path]:
     names = _installed()
     if not names:
         pytest.skip("no real harness installed (run scripts/install_harnesses.sh)")
     out = tmp_path_factory.mktemp("e2e")
+    scratch = tmp_path_factory.mktemp("scratch")  # this module's run dirs only (other runs share /tmp)
     mp = pytest.MonkeyPatch()
     mp.setenv("COWORKENV_NO_PROGRESS", "1")
+    mp.setattr(tempfile, "tempdir", str(scratch))
     try:
         summary = run_rollouts(
             [builtin_task(TASK)], names, 1, "reference", out, len(names), timeout_cap_s=120
         )
     finally:
         mp.undo()
-    return summary, out
+    return summary, out, scratch
+
+
+Run = tuple[RunSummary, Path, Path]
 
 
 def _record(summary: RunSummary, harness: str) -> RolloutRecord:
@@ -59,8 +65,8 @@ def _record(summary: RunSummary, harness: str) -> RolloutRecord:
 
 
 @pytest.mark.parametrize("harness", REAL)
-def test_real_harness_completes_task_over_mcp(harness: str, run: tuple[RunSummary, Path]) -> None:
-    summary, out = run
+def test_real_harness_completes_task_over_mcp(harness: str, run: Run) -> None:
+    summary, out, _ = run
     rec = _record(summary, harness)
     assert rec.status == "ok", (rec.failure, rec.meta)
     assert rec.meta.get("exit_code") == 0
@@ -87,8 +93,10 @@ def test_real_harness_completes_task_over_mcp(harness: str, run: tuple[RunSummar
     assert rec.messages[-1].role == "assistant"
 
 
-def test_no_sandbox_left_behind(run: tuple[RunSummary, Path]) -> None:
-    assert not list(Path("/tmp").glob("coworkenv-run-*/sandboxes/*"))
+def test_no_sandbox_left_behind(run: Run) -> None:
+    summary, _, scratch = run
+    assert summary.records, "the harnesses ran"
+    assert not list(scratch.glob("coworkenv-run-*/sandboxes/*"))
 
 
 FAST = ("claude-code", "codex")
