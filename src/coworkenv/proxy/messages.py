@@ -9,6 +9,7 @@ them byte-identically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,6 +34,29 @@ class Message(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+
+
+def openai_message(m: Message, arguments: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """``m`` in the OpenAI Chat Completions message shape; each call's ``arguments`` text is kept
+    as is, or mapped through ``arguments`` (e.g. parsed, for HF chat templates)."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": c.arguments if arguments is None else arguments(c.arguments),
+                },
+            }
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        out["name"] = m.name
+    return out
 
 
 class ToolSpec(BaseModel):

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from coworkenv.proxy.messages import Message, ToolCall
+from coworkenv.proxy.messages import Message, ToolCall, openai_message
 from coworkenv.rollout.harnesses.base import HarnessContext, HarnessInfraError, HarnessResult
 from coworkenv.rollout.sandbox import run_process
 from coworkenv.serve import to_json
@@ -102,21 +102,6 @@ def tool_schemas(ctx: HarnessContext, workspace_tools: bool) -> list[dict[str, A
     return tools
 
 
-def wire_message(m: Message) -> dict[str, Any]:
-    """A normalized message in Chat Completions wire form."""
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        out["name"] = m.name
-    return out
-
-
 def parse_assistant(body: Any) -> Message:
     """The first choice of a Chat Completions response as a normalized assistant message."""
     try:
@@ -190,7 +175,7 @@ class AgentLoop:
     async def _complete(self, client: httpx.AsyncClient, url: str, timeout: float) -> Message:
         payload = {
             "model": self.model,
-            "messages": [wire_message(m) for m in self.messages],
+            "messages": [openai_message(m) for m in self.messages],
             "tools": self.tools,
             "stream": False,
         }

@@ -31,8 +31,7 @@ from coworkenv.rollout.runner import (
     BackendArg,
     RunSummary,
     open_session,
-    plan_jobs,
-    prepare_out_dir,
+    plan_run,
 )
 from coworkenv.spec import TaskSpec
 
@@ -94,9 +93,7 @@ def run_rollouts_ray(  # noqa: PLR0917
     t0 = time.monotonic()
     for name in harnesses:  # fail fast on the driver, with the install command
         get_harness(name).check_installed()
-    done, _ = prepare_out_dir(out_dir)
-    jobs = plan_jobs(tasks, harnesses, trials, done)
-    summary = RunSummary(out_dir, planned=len(jobs), skipped=len(tasks) * len(harnesses) * trials - len(jobs))
+    jobs, summary = plan_run(tasks, harnesses, trials, out_dir)
     if not jobs:
         return summary
     started_here = not ray.is_initialized()

@@ -257,6 +257,17 @@ class RunSummary:
         )
 
 
+def plan_run(
+    tasks: Sequence[TaskSpec], harnesses: Sequence[str], trials: int, out_dir: Path
+) -> tuple[list[RolloutJob], RunSummary]:
+    """Ready ``out_dir`` and plan what is left: the jobs not yet done, and the (empty) summary that
+    counts them as planned and the rest as skipped."""
+    done, _ = prepare_out_dir(out_dir)
+    jobs = plan_jobs(tasks, harnesses, trials, done)
+    summary = RunSummary(out_dir, planned=len(jobs), skipped=len(tasks) * len(harnesses) * trials - len(jobs))
+    return jobs, summary
+
+
 def check_harnesses(names: Sequence[str]) -> dict[str, Harness]:
     """Build each harness and make sure it can start (raises with the install command)."""
     built = {n: get_harness(n) for n in names}
@@ -281,9 +292,7 @@ async def run_rollouts_async(  # noqa: PLR0917
 ) -> RunSummary:
     t0 = time.monotonic()
     built = harness_objects or check_harnesses(harnesses)
-    done, _ = prepare_out_dir(out_dir)
-    jobs = plan_jobs(tasks, harnesses, trials, done)
-    summary = RunSummary(out_dir, planned=len(jobs), skipped=len(tasks) * len(harnesses) * trials - len(jobs))
+    jobs, summary = plan_run(tasks, harnesses, trials, out_dir)
     if not jobs:
         return summary
     run_dir = Path(tempfile.mkdtemp(prefix="coworkenv-run-"))

@@ -14,25 +14,7 @@ from typing import Any, ClassVar
 
 from coworkenv.errors import CoworkError
 from coworkenv.proxy.codecs.base import Codec, arguments_object, hermes_call_text, tool_schema
-from coworkenv.proxy.messages import ChatRequest, Message, ToolCall
-
-
-def hf_message(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": arguments_object(c.arguments)},
-            }
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        out["name"] = m.name
-    return out
+from coworkenv.proxy.messages import ChatRequest, ToolCall, openai_message
 
 
 class GenericCodec(Codec):
@@ -49,7 +31,7 @@ class GenericCodec(Codec):
 
     def render_text(self, request: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(
-            [hf_message(m) for m in request.messages],
+            [openai_message(m, arguments_object) for m in request.messages],
             tools=[tool_schema(t) for t in request.tools] or None,
             add_generation_prompt=True,
             tokenize=False,

@@ -24,15 +24,16 @@ from coworkenv.proxy.dialects.base import (
     Parsed,
     RequestError,
     arguments_text,
-    build_request,
+    error_type,
+    finish_parse,
     json_object,
     need_dict,
     need_list,
-    opt_float,
     opt_int,
     opt_str,
-    stop_list,
     text_of,
+    tool_message,
+    tool_spec,
 )
 from coworkenv.proxy.sse import dumps, event_frame
 
@@ -68,13 +69,7 @@ def _blocks(role: str, content: list[Any], where: str) -> list[dict[str, Any]]:
             )
         elif kind == "tool_result":
             flush_text()
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": opt_str(block.get("tool_use_id"), f"{bw}.tool_use_id") or None,
-                    "content": text_of(block.get("content"), f"{bw}.content"),
-                }
-            )
+            out.append(tool_message(block, bw, "tool_use_id", "content"))
         elif kind in _SKIPPED_BLOCKS:
             continue
         else:
@@ -115,16 +110,7 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
         t = need_dict(raw, f"tools[{j}]")
         if t.get("type") not in (None, "custom"):
             continue  # server/versioned tools (web_search_20250305, bash_20250124, ...)
-        name = opt_str(t.get("name"), f"tools[{j}].name")
-        if not name:
-            raise RequestError(f"tools[{j}].name", "a tool needs a non-empty name")
-        spec: dict[str, Any] = {
-            "name": name,
-            "description": opt_str(t.get("description"), f"tools[{j}].description"),
-        }
-        if t.get("input_schema") is not None:
-            spec["parameters"] = need_dict(t["input_schema"], f"tools[{j}].input_schema")
-        tools.append(spec)
+        tools.append(tool_spec(t, f"tools[{j}]", schema_key="input_schema", what="a tool"))
     return tools
 
 
@@ -134,21 +120,13 @@ class AnthropicMessages(Dialect):
 
     def parse(self, body: Any) -> Parsed:
         b = need_dict(body, "")
-        stream = bool(b.get("stream"))
         model = opt_str(b.get("model"), "model")
-        request = build_request(
-            {
-                "model": model,
-                "messages": _messages(b),
-                "tools": _tools(b),
-                "max_tokens": opt_int(b.get("max_tokens"), "max_tokens"),
-                "temperature": opt_float(b.get("temperature"), "temperature"),
-                "top_p": opt_float(b.get("top_p"), "top_p"),
-                "stop": stop_list(b.get("stop_sequences"), "stop_sequences"),
-                "stream": stream,
-            }
-        )
-        return Parsed(request=request, stream=stream, include_usage=True, model=model)
+        fields = {
+            "messages": _messages(b),
+            "tools": _tools(b),
+            "max_tokens": opt_int(b.get("max_tokens"), "max_tokens"),
+        }
+        return finish_parse(b, model, fields, stop_key="stop_sequences")
 
     @staticmethod
     def _content(out: Outcome) -> list[dict[str, Any]]:
@@ -242,13 +220,7 @@ class AnthropicMessages(Dialect):
 
     @staticmethod
     def _error_type(status: int, kind: str) -> str:
-        if status == 401:
-            return "authentication_error"
-        if status == 404:
-            return "not_found_error"
-        if status < 500:
-            return "invalid_request_error"
-        return "timeout_error" if kind == "timeout" else "api_error"
+        return error_type(status, "timeout_error" if kind == "timeout" else "api_error")
 
     def error_body(self, status: int, kind: str, message: str) -> bytes:
         return dumps({"type": "error", "error": {"type": self._error_type(status, kind), "message": message}})

@@ -19,6 +19,7 @@ import orjson
 
 from coworkenv.errors import CoworkError
 from coworkenv.proxy.messages import AssistantTurn, ChatRequest, ToolCall
+from coworkenv.proxy.sse import dumps
 
 
 class RequestError(CoworkError):
@@ -221,11 +222,81 @@ def build_request(fields: dict[str, Any]) -> ChatRequest:
         raise RequestError(loc, str(first["msg"])) from None
 
 
-def openai_error_type(status: int) -> str:
+def finish_parse(
+    b: dict[str, Any],
+    model: str,
+    fields: dict[str, Any],
+    *,
+    stop_key: str | None = None,
+    include_usage: bool = True,
+    namespaced: dict[str, tuple[str, str]] | None = None,
+) -> Parsed:
+    """The shared tail of every ``parse``: the dialect's translated ``fields`` (messages, tools,
+    max_tokens) plus the keys all dialects read alike — ``temperature``, ``top_p``, ``stream`` and,
+    when the dialect has one, the stop list under ``stop_key`` — validated into a :class:`Parsed`."""
+    stream = bool(b.get("stream"))
+    request: dict[str, Any] = {
+        "model": model,
+        **fields,
+        "temperature": opt_float(b.get("temperature"), "temperature"),
+        "top_p": opt_float(b.get("top_p"), "top_p"),
+    }
+    if stop_key is not None:
+        request["stop"] = stop_list(b.get(stop_key), stop_key)
+    request["stream"] = stream
+    return Parsed(
+        request=build_request(request),
+        stream=stream,
+        include_usage=include_usage,
+        model=model,
+        namespaced=namespaced if namespaced is not None else {},
+    )
+
+
+def tool_spec(
+    t: dict[str, Any], where: str, *, schema_key: str = "parameters", what: str = "a function tool"
+) -> dict[str, Any]:
+    """A declared tool (``name``, ``description``, JSON schema under ``schema_key``) as a
+    normalized tool spec; an empty name is refused ("<what> needs a non-empty name")."""
+    name = opt_str(t.get("name"), f"{where}.name")
+    if not name:
+        raise RequestError(f"{where}.name", f"{what} needs a non-empty name")
+    spec: dict[str, Any] = {
+        "name": name,
+        "description": opt_str(t.get("description"), f"{where}.description"),
+    }
+    if t.get(schema_key) is not None:
+        spec["parameters"] = need_dict(t[schema_key], f"{where}.{schema_key}")
+    return spec
+
+
+def tool_message(item: dict[str, Any], where: str, id_key: str, content_key: str) -> dict[str, Any]:
+    """A tool result (call id under ``id_key``, output under ``content_key``) as a ``tool`` message."""
+    return {
+        "role": "tool",
+        "tool_call_id": opt_str(item.get(id_key), f"{where}.{id_key}") or None,
+        "content": text_of(item.get(content_key), f"{where}.{content_key}"),
+    }
+
+
+def error_type(status: int, server_error: str) -> str:
+    """The error ``type`` both vendors use for a client-side ``status``; ``server_error`` otherwise."""
     if status == 401:
         return "authentication_error"
     if status == 404:
         return "not_found_error"
     if status < 500:
         return "invalid_request_error"
-    return "server_error"
+    return server_error
+
+
+def openai_error(message: str, kind: str, code: str) -> dict[str, Any]:
+    """An OpenAI-shaped error object (both OpenAI protocols use it)."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class OpenAIDialect(Dialect):
+    """The two OpenAI protocols answer plain (non-stream) errors in one shape."""
+
+    def error_body(self, status: int, kind: str, message: str) -> bytes:
+        return dumps(openai_error(message, error_type(status, "server_error"), kind))

@@ -14,20 +14,19 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from coworkenv.proxy.dialects.base import (
-    Dialect,
+    OpenAIDialect,
     Outcome,
     Parsed,
     RequestError,
     arguments_text,
-    build_request,
+    finish_parse,
     need_dict,
     need_list,
-    openai_error_type,
-    opt_float,
+    openai_error,
     opt_int,
     opt_str,
-    stop_list,
     text_of,
+    tool_spec,
 )
 from coworkenv.proxy.sse import DONE, data_frame, dumps
 
@@ -85,27 +84,13 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
         if t.get("type", "function") != "function":
             continue  # builtin tools of other vendors: not callable by our model
         fn = need_dict(t.get("function"), f"tools[{j}].function")
-        tools.append(_tool(fn, f"tools[{j}].function"))
+        tools.append(tool_spec(fn, f"tools[{j}].function"))
     for j, fn in enumerate(need_list(body.get("functions") or [], "functions")):
-        tools.append(_tool(need_dict(fn, f"functions[{j}]"), f"functions[{j}]"))
+        tools.append(tool_spec(need_dict(fn, f"functions[{j}]"), f"functions[{j}]"))
     return tools
 
 
-def _tool(fn: dict[str, Any], where: str) -> dict[str, Any]:
-    name = opt_str(fn.get("name"), f"{where}.name")
-    if not name:
-        raise RequestError(f"{where}.name", "a function tool needs a non-empty name")
-    params = fn.get("parameters")
-    spec: dict[str, Any] = {
-        "name": name,
-        "description": opt_str(fn.get("description"), f"{where}.description"),
-    }
-    if params is not None:
-        spec["parameters"] = need_dict(params, f"{where}.parameters")
-    return spec
-
-
-class OpenAIChat(Dialect):
+class OpenAIChat(OpenAIDialect):
     name: ClassVar[str] = "openai_chat"
     id_prefix: ClassVar[str] = "chatcmpl-"
 
@@ -117,23 +102,11 @@ class OpenAIChat(Dialect):
         max_tokens = opt_int(b.get("max_completion_tokens"), "max_completion_tokens")
         if max_tokens is None:
             max_tokens = opt_int(b.get("max_tokens"), "max_tokens")
-        stream = bool(b.get("stream"))
         model = opt_str(b.get("model"), "model")
-        request = build_request(
-            {
-                "model": model,
-                "messages": messages,
-                "tools": _tools(b),
-                "max_tokens": max_tokens,
-                "temperature": opt_float(b.get("temperature"), "temperature"),
-                "top_p": opt_float(b.get("top_p"), "top_p"),
-                "stop": stop_list(b.get("stop"), "stop"),
-                "stream": stream,
-            }
-        )
+        fields = {"messages": messages, "tools": _tools(b), "max_tokens": max_tokens}
         opts = b.get("stream_options")
         include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
-        return Parsed(request=request, stream=stream, include_usage=include_usage, model=model)
+        return finish_parse(b, model, fields, stop_key="stop", include_usage=include_usage)
 
     @staticmethod
     def _usage(out: Outcome) -> dict[str, int]:
@@ -204,12 +177,5 @@ class OpenAIChat(Dialect):
         frames.append(DONE)
         return frames
 
-    def error_body(self, status: int, kind: str, message: str) -> bytes:
-        return dumps(
-            {"error": {"message": message, "type": openai_error_type(status), "param": None, "code": kind}}
-        )
-
     def stream_error(self, kind: str, message: str, parsed: Parsed | None, response_id: str) -> bytes:
-        return data_frame(
-            {"error": {"message": message, "type": "server_error", "param": None, "code": kind}}
-        )
+        return data_frame(openai_error(message, "server_error", kind))

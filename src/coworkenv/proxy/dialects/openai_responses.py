@@ -22,19 +22,19 @@ import time
 from typing import Any, ClassVar
 
 from coworkenv.proxy.dialects.base import (
-    Dialect,
+    OpenAIDialect,
     Outcome,
     Parsed,
     RequestError,
     arguments_text,
-    build_request,
+    finish_parse,
     need_dict,
     need_list,
-    openai_error_type,
-    opt_float,
     opt_int,
     opt_str,
     text_of,
+    tool_message,
+    tool_spec,
 )
 from coworkenv.proxy.messages import AssistantTurn
 from coworkenv.proxy.sse import dumps, event_frame
@@ -54,33 +54,20 @@ def _tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, tuple[
         t = need_dict(raw, f"tools[{j}]")
         kind = t.get("type")
         if kind == "function":
-            tools.append(_function(t, f"tools[{j}]"))
+            tools.append(tool_spec(t, f"tools[{j}]"))
         elif kind == "namespace":
             ns = opt_str(t.get("name"), f"tools[{j}].name")
             for k, raw_inner in enumerate(need_list(t.get("tools") or [], f"tools[{j}].tools")):
                 inner = need_dict(raw_inner, f"tools[{j}].tools[{k}]")
                 if inner.get("type", "function") != "function":
                     continue
-                spec = _function(inner, f"tools[{j}].tools[{k}]")
+                spec = tool_spec(inner, f"tools[{j}].tools[{k}]")
                 flat = flat_name(ns, spec["name"])
                 namespaced[flat] = (ns, spec["name"])
                 spec["name"] = flat
                 tools.append(spec)
         # web_search, file_search, custom, ...: builtins the local model cannot call
     return tools, namespaced
-
-
-def _function(t: dict[str, Any], where: str) -> dict[str, Any]:
-    name = opt_str(t.get("name"), f"{where}.name")
-    if not name:
-        raise RequestError(f"{where}.name", "a function tool needs a non-empty name")
-    spec: dict[str, Any] = {
-        "name": name,
-        "description": opt_str(t.get("description"), f"{where}.description"),
-    }
-    if t.get("parameters") is not None:
-        spec["parameters"] = need_dict(t["parameters"], f"{where}.parameters")
-    return spec
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -125,39 +112,26 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                 messages.append(open_turn)
             open_turn["tool_calls"].append(call)
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": opt_str(it.get("call_id"), f"{where}.call_id") or None,
-                    "content": text_of(it.get("output"), f"{where}.output"),
-                }
-            )
+            messages.append(tool_message(it, where, "call_id", "output"))
             open_turn = None
         # reasoning, web_search_call, compaction, ...: not part of the model's visible history
     return messages
 
 
-class OpenAIResponses(Dialect):
+class OpenAIResponses(OpenAIDialect):
     name: ClassVar[str] = "openai_responses"
     id_prefix: ClassVar[str] = "resp_"
 
     def parse(self, body: Any) -> Parsed:
         b = need_dict(body, "")
         tools, namespaced = _tools(b)
-        stream = bool(b.get("stream"))
         model = opt_str(b.get("model"), "model")
-        request = build_request(
-            {
-                "model": model,
-                "messages": _messages(b),
-                "tools": tools,
-                "max_tokens": opt_int(b.get("max_output_tokens"), "max_output_tokens"),
-                "temperature": opt_float(b.get("temperature"), "temperature"),
-                "top_p": opt_float(b.get("top_p"), "top_p"),
-                "stream": stream,
-            }
-        )
-        return Parsed(request=request, stream=stream, include_usage=True, model=model, namespaced=namespaced)
+        fields = {
+            "messages": _messages(b),
+            "tools": tools,
+            "max_tokens": opt_int(b.get("max_output_tokens"), "max_output_tokens"),
+        }
+        return finish_parse(b, model, fields, namespaced=namespaced)
 
     # ------------------------------------------------------------------ answer
 
@@ -297,11 +271,6 @@ class OpenAIResponses(Dialect):
         status = self._status(out)
         emit(f"response.{status}", response=self._response(out, status, items))
         return frames
-
-    def error_body(self, status: int, kind: str, message: str) -> bytes:
-        return dumps(
-            {"error": {"message": message, "type": openai_error_type(status), "param": None, "code": kind}}
-        )
 
     def stream_error(self, kind: str, message: str, parsed: Parsed | None, response_id: str) -> bytes:
         out = Outcome(

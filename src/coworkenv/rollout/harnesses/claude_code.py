@@ -14,15 +14,13 @@ from pathlib import Path
 from coworkenv.rollout.harnesses.base import HarnessContext
 from coworkenv.rollout.harnesses.npm import (
     MCP_SERVER_NAME,
-    NpmCliHarness,
-    json_lines,
-    last_result_text,
+    ResultEventHarness,
     task_prompt,
     write_json,
 )
 
 
-class ClaudeCode(NpmCliHarness):
+class ClaudeCode(ResultEventHarness):
     name = "claude-code"
     package = "@anthropic-ai/claude-code"
     pinned = "2.1.332"
@@ -64,6 +62,3 @@ class ClaudeCode(NpmCliHarness):
             str(mcp),
             "--strict-mcp-config",
         ]
-
-    def final_answer(self, stdout: str, ctx: HarnessContext) -> str:
-        return last_result_text(json_lines(stdout))

@@ -8,7 +8,8 @@ lives at ``$COWORKENV_HARNESS_DIR/<package>@<version>/node_modules/.bin/<bin>`` 
 CLI unmodified with the task as its prompt, in its own process group, stdin ``/dev/null``, and a
 wall-clock limit (:func:`coworkenv.rollout.sandbox.run_process`), then extracts the final answer
 from its stdout (:meth:`final_answer`; empty → the sandbox falls back to the last captured model
-reply). Subclasses only describe the CLI.
+reply). Subclasses only describe the CLI (:meth:`prepare` is abstract); :class:`ResultEventHarness`
+reads the answer from a final ``{"type": "result"}`` JSON event.
 
 Multi-turn tasks: when the answer asks the user a question (contains ``?``) and the task has a
 simulated user, the reply (:class:`ScriptedUser`) is sent by starting the CLI again on the same
@@ -22,6 +23,7 @@ import json
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ def task_prompt(ctx: HarnessContext) -> str:
     )
 
 
-class NpmCliHarness:
+class NpmCliHarness(ABC):
     name = ""
     package = ""
     pinned = ""
@@ -76,9 +78,9 @@ class NpmCliHarness:
 
     # -- to describe the CLI
 
+    @abstractmethod
     def prepare(self, ctx: HarnessContext) -> tuple[list[str], dict[str, str]]:
         """Write config files into the sandbox; return (argv after the binary, extra env)."""
-        raise NotImplementedError
 
     def final_answer(self, stdout: str, ctx: HarnessContext) -> str:
         return ""
@@ -128,6 +130,14 @@ class NpmCliHarness:
             stderr_tail=res.stderr_tail,
             meta={"harness_wall_s": round(res.wall_s, 3), "harness_rounds": rounds},
         )
+
+
+class ResultEventHarness(NpmCliHarness):
+    """A CLI whose JSON output ends with a ``{"type": "result"}`` event holding the final answer
+    (Claude Code, Qwen Code)."""
+
+    def final_answer(self, stdout: str, ctx: HarnessContext) -> str:
+        return last_result_text(json_lines(stdout))
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -12,15 +12,13 @@ from __future__ import annotations
 from coworkenv.rollout.harnesses.base import HarnessContext
 from coworkenv.rollout.harnesses.npm import (
     MCP_SERVER_NAME,
-    NpmCliHarness,
-    json_lines,
-    last_result_text,
+    ResultEventHarness,
     task_prompt,
     write_json,
 )
 
 
-class QwenCode(NpmCliHarness):
+class QwenCode(ResultEventHarness):
     name = "qwen"
     package = "@qwen-code/qwen-code"
     pinned = "0.24.4"
@@ -51,6 +49,3 @@ class QwenCode(NpmCliHarness):
 
     def resume_args(self, ctx: HarnessContext, session: str, reply: str) -> list[str] | None:
         return [reply, "--resume", session, "--auth-type", "openai", "--yolo", "-o", "json"]
-
-    def final_answer(self, stdout: str, ctx: HarnessContext) -> str:
-        return last_result_text(json_lines(stdout))
