@@ -166,3 +166,32 @@ def test_checkpoint_resume(tmp_path: Path) -> None:
         assert torch.equal(p, after_two[n])
         assert not torch.equal(p, state[n]) or n == "model.embed_tokens.weight"
     assert tr2.optimizer.state_dict()["state"].keys() == tr.optimizer.state_dict()["state"].keys()
+
+
+def test_equal_rewards_in_every_group_skip_the_update_without_touching_weights(tmp_path: Path) -> None:
+    """GRPO with no learning signal: no forward/backward, no version bump, weights unchanged."""
+    from coworkenv.rl.config import RLConfig, RunConfig
+    from coworkenv.rl.rl import RLTrainer
+    from coworkenv.rl.synthetic import branched_group
+    from coworkenv.rl.tiny import tiny_llama
+
+    model = tiny_llama(64, hidden=32, layers=1, heads=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    samples = branched_group(
+        group_size=2, branches=2, vocab=64, prefix_len=16, branch_len=8, rewards=[0.2, 0.2]
+    )
+    cfg = RLConfig.model_validate(
+        {
+            "group_size": 2,
+            "batch_size": 2,
+            "model": {"lora": None},
+            "run": RunConfig(out_dir=tmp_path).model_dump(),
+        }
+    )
+    pushed: list[int] = []
+    trainer = RLTrainer(cfg, model=model, on_weights=lambda _m, v: pushed.append(v))
+    out = trainer.step(samples)
+    assert out["skipped_no_signal"] == 1
+    assert pushed == []
+    assert trainer.version == 0
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())

@@ -51,6 +51,16 @@ class StudentSection(_Section):
     concurrency: int = Field(default=2, ge=1)
 
 
+class SFTSection(_Section):
+    steps: int = Field(default=8, ge=0)
+    """Optimizer steps of SFT on the curated teacher conversations before the student runs
+    (embedded backend only); 0 skips SFT and the student starts from the base model."""
+    lr: float = Field(default=2e-4, gt=0)
+    lora: bool = True
+    grad_accum: int = Field(default=2, ge=1)
+    max_len: int = Field(default=4096, gt=8)
+
+
 class TrainSection(_Section):
     estimator: str = "grpo"
     updates: int = Field(default=1, ge=0)
@@ -70,6 +80,7 @@ class JobConfig(_Section):
     seed: int = 0
     synth: SynthSection = SynthSection()
     teacher: TeacherSection = TeacherSection()
+    sft: SFTSection = SFTSection()
     student: StudentSection = StudentSection()
     train: TrainSection = TrainSection()
     report: ReportSection = ReportSection()

@@ -4,12 +4,13 @@ Stages (each skipped when its outputs are already complete, so an interrupted jo
 
 1. ``synth``    procedural (or scripted/LLM) synthesis with full validation → ``synth/tasks/*.json``
 2. ``teacher``  the teacher policy (reference solutions) through the built-in loop and the proxy
-3. ``student``  the student (embedded SmolLM2 by default) on held-out tasks, k trials per harness
-4. ``curate``   teacher rollouts → SFT conversations (``sft.jsonl`` + stats)
-5. ``trees``    student captures → prefix trees → tree-weighted training samples
-6. ``train``    GRPO advantages and real RL update(s); new weights pushed to the backend
-7. ``eval``     score, Pass@k, Pass^k of the student; the updated policy re-run when it changed
-8. ``report``   self-contained HTML report + ``summary.json``
+3. ``curate``   teacher rollouts → SFT conversations (``sft.jsonl`` + stats)
+4. ``sft``      a few SFT steps of the embedded student on them (merged checkpoint ``sft/final``)
+5. ``student``  the student on held-out tasks, k trials per harness, through the proxy
+6. ``trees``    student captures → prefix trees → tree-weighted training samples
+7. ``train``    GRPO advantages and real RL update(s) (online loop); weights pushed to the backend
+8. ``eval``     score, Pass@k, Pass^k of the student before and after the update
+9. ``report``   self-contained HTML reports + ``summary.json``
 
 Rollouts resume at trial granularity (the runner skips trials already recorded).
 """
@@ -32,7 +33,7 @@ from coworkenv.job.config import JobConfig
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
 
-STAGES = ("synth", "teacher", "student", "curate", "trees", "train", "eval", "report")
+STAGES = ("synth", "teacher", "curate", "sft", "student", "trees", "train", "eval", "report")
 
 
 @dataclass
@@ -170,17 +171,96 @@ def _rollouts(
     return records
 
 
+def _embedded(st: JobState) -> bool:
+    b = st.cfg.student.backend
+    return b == "embedded" or b.startswith("embedded:") or b.startswith("embedded?")
+
+
 def _student_backend(st: JobState) -> Any:
+    """The student's backend; an embedded one starts from the SFT checkpoint when the job made one."""
     if st.backend is None:
         from coworkenv.proxy.backends import make_backend
 
         c = st.cfg.student
         spec = c.backend
-        if spec == "embedded" or spec.startswith("embedded:"):
-            sep = "?" if "?" not in spec else "&"
-            spec = f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
+        if _embedded(st):
+            ckpt = st.out / "sft" / "final"
+            version = ""
+            if spec == "embedded" and (ckpt / "config.json").exists():
+                spec, version = f"embedded:{ckpt}", f"&version=sft-{st.cfg.sft.steps}"
+            sep = "&" if "?" in spec else "?"
+            spec = (
+                f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
+                f"{version}"
+            )
         st.backend = make_backend(spec)
     return st.backend
+
+
+def stage_sft(st: JobState) -> dict[str, Any]:
+    import shutil
+
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coworkenv.models import load_causal_lm
+    from coworkenv.rl.config import SFTConfig
+    from coworkenv.rl.sft import SFTTrainer, build_examples, read_sft_jsonl
+
+    c = st.cfg.sft
+    if c.steps == 0 or not _embedded(st):
+        why = (
+            "sft.steps = 0" if c.steps == 0 else f"student backend {st.cfg.student.backend!r} is not embedded"
+        )
+        st.console.print(f"sft: skipped ({why})")
+        return {"steps": 0, "skipped": why}
+    shutil.rmtree(st.out / "sft", ignore_errors=True)
+    cfg = SFTConfig.model_validate(
+        {
+            "data": str(st.out / "curate" / "sft.jsonl"),
+            "model": {} if c.lora else {"lora": None},
+            "optim": {"lr": c.lr},
+            "epochs": 1 + c.steps * c.grad_accum // 8,
+            "grad_accum": c.grad_accum,
+            "max_len": c.max_len,
+            "run": {
+                "out_dir": str(st.out / "sft"),
+                "max_steps": c.steps,
+                "seed": st.cfg.seed,
+                "resume": False,
+            },
+        }
+    )
+    base = (
+        st.cfg.student.backend.split("?", 1)[0].split(":", 1)[1]
+        if ":" in st.cfg.student.backend
+        else "smollm2"
+    )
+    model, tok = load_causal_lm(base or "smollm2")
+    torch.manual_seed(st.cfg.seed)
+    examples = build_examples(read_sft_jsonl(cfg.data), tok, max_len=cfg.max_len)
+    trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
+    with Progress(
+        TextColumn("[bold]sft[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=st.console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sft", total=c.steps)
+        res = trainer.train(examples, progress=lambda done, _total: bar.update(task, completed=done))
+    final = trainer.export()
+    st.console.print(
+        f"sft: {res.get('steps')} step(s) on {len(examples)} examples, last loss {res.get('loss', 0):.3f}; "
+        f"checkpoint {final}"
+    )
+    return {
+        "steps": res.get("steps"),
+        "examples": len(examples),
+        "loss": res.get("loss"),
+        "checkpoint": str(final),
+    }
 
 
 def stage_teacher(st: JobState) -> dict[str, Any]:
@@ -377,6 +457,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[JobState], dict[str, Any]]] = {
     "synth": stage_synth,
     "teacher": stage_teacher,
+    "sft": stage_sft,
     "student": stage_student,
     "curate": stage_curate,
     "trees": stage_trees,
@@ -438,6 +519,11 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
         )
     if stage == "curate":
         return f"{info.get('rows', 0)} SFT conversations"
+    if stage == "sft":
+        if info.get("skipped"):
+            return f"skipped ({info['skipped']})"
+        loss = info.get("loss")
+        return f"{info.get('steps', 0)} step(s), last loss {'-' if loss is None else f'{loss:.3f}'}"
     if stage == "trees":
         return f"{info.get('samples', 0)} samples from {info.get('rollouts', 0)} rollouts"
     if stage == "train":

@@ -179,7 +179,7 @@ class RLTrainer:
         metrics, units = self._prepare(samples, infra_failed)
         no_signal = (
             bool(units)
-            and metrics.get("adv_abs_mean", 1.0) == 0.0
+            and all(u.adv[i] == 0.0 for u in units for i in u.train_idx)
             and not self.estimator.needs_value
             and self.cfg.kl_beta == 0
         )
