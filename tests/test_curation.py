@@ -191,3 +191,23 @@ def test_curate_cli_errors(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["curate", str(root), "--profile", "bogus"])
     assert e.value.code == 2
+
+
+def test_standard_system_message_keeps_the_tasks_date() -> None:
+    from coworkenv.curation.convert import STANDARD_SYSTEM, convert
+    from coworkenv.proxy.messages import Message, ToolCall
+
+    msgs = (
+        Message(role="system", content="You are an agent. Today is 2026-03-04. Be careful."),
+        Message(role="user", content="Close ticket T-1."),
+        Message(role="assistant", tool_calls=(ToolCall(id="c0", name="helpdesk_close", arguments="{}"),)),
+        Message(role="tool", content="ok", tool_call_id="c0"),
+        Message(role="assistant", content="Closed T-1."),
+    )
+    out, why = convert(msgs)
+    assert why is None
+    assert out is not None
+    assert out[0]["content"] == f"{STANDARD_SYSTEM} Today is 2026-03-04."
+    undated, _ = convert((Message(role="system", content="plain"), *msgs[1:]))
+    assert undated is not None
+    assert undated[0]["content"] == STANDARD_SYSTEM

@@ -3,7 +3,8 @@
 Contract (:func:`convert`), checks in this order, the first failure names the rejection reason:
 
 * the record's own system messages are replaced by one standardized system message
-  (:data:`STANDARD_SYSTEM`); user, assistant (with structured ``tool_calls``) and tool messages are
+  (:data:`STANDARD_SYSTEM`, plus the rollout's "Today is <date>." when it had one: tasks are dated);
+  user, assistant (with structured ``tool_calls``) and tool messages are
   kept in order; empty assistant turns without tool calls are dropped;
 * ``no_interaction`` — no user message with text followed by an assistant message;
 * ``too_short`` — fewer than ``min_messages`` (5) messages, counting the system message;
@@ -35,6 +36,7 @@ STANDARD_SYSTEM = (
     "take only the actions the user asked for, and finish with a concise answer."
 )
 TRUNCATION_MARKER = "...[truncated]"
+_TODAY = re.compile(r"Today is \d{4}-\d{2}-\d{2}\.")
 SIMULATOR_PREFIXES = (
     r"\[(simulated )?user\]\s*:?\s*",
     r"(simulated )?user\s*:\s*",
@@ -88,7 +90,10 @@ def convert(
 ) -> tuple[list[dict[str, Any]] | None, str | None]:
     """(SFT messages, None) or (None, rejection reason)."""
     c = cfg or ConvertConfig()
-    out = [_msg("system", c.system)]
+    # the standardized message keeps the one task fact a system prompt carries: the services' date
+    found = (_TODAY.search(x.content) for x in messages if x.role == "system")
+    dated = next((hit.group(0) for hit in found if hit), None)
+    out = [_msg("system", f"{c.system} {dated}" if dated else c.system)]
     for m in messages:
         if m.role == "system":
             continue
