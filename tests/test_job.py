@@ -83,10 +83,10 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert summary["curate"]["rows"] > 0
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
     assert all(r["messages"][0]["role"] == "system" for r in sft)
-    assert summary["sft"]["steps"] == 4
+    assert summary["sft"]["steps"] == 2
     assert (out / "sft" / "final" / "config.json").exists()
     student = [json.loads(x) for x in (out / "student" / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["policy_version"] for r in student if r["status"] == "ok"} == {"sft-4"}
+    assert {r["policy_version"] for r in student if r["status"] == "ok"} == {"sft-2"}
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
     groups: dict[str, set[float]] = {}

@@ -57,8 +57,9 @@ class SFTSection(_Section):
     (embedded backend only); 0 skips SFT and the student starts from the base model."""
     lr: float = Field(default=2e-4, gt=0)
     lora: bool = True
-    grad_accum: int = Field(default=2, ge=1)
-    max_len: int = Field(default=4096, gt=8)
+    grad_accum: int = Field(default=1, ge=1)
+    max_len: int = Field(default=2048, gt=8)
+    """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
 
 
 class TrainSection(_Section):
