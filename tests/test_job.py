@@ -106,7 +106,9 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
         assert step["skipped_no_signal"] == 1
         assert summary["train"]["pushed"] == []
     assert summary["eval"]["before"]["overall"]["trials"] == 4
-    assert (out / "report.html").exists()
+    report = (out / "report.html").read_text()
+    assert "retained" in report, "the trajectory viewer draws each rollout's prefix tree"
+    assert (out / "teacher-report.html").exists()
     # resume: nothing is redone except the report
     res = _cli("job", "--config", str(ROOT / "examples" / "job-ci.toml"), "--out", str(out))
     assert res.returncode == 0

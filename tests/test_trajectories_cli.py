@@ -68,3 +68,25 @@ def test_trees_cli_missing_dir(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["trees", str(tmp_path / "nope")])
     assert e.value.code == 2
+
+
+def test_tree_views_for_the_report_mark_retained_dead_and_auxiliary(tmp_path: Path) -> None:
+    from coworkenv.eval.trees import read_trees
+
+    root = make_dir(tmp_path)
+    rep = process_dir(root, tmp_path / "samples.jsonl", trees_out=tmp_path / "trees.jsonl")
+    trees, problems = read_trees(tmp_path / "trees.jsonl")
+    assert not problems
+    assert {"a1", "b1"} <= set(trees)
+    statuses = {n.status for t in trees.values() for n in t.nodes}
+    assert statuses == {"retained", "dead", "auxiliary"}
+    a1 = trees["a1"]
+    # same token counts as the tree: generated tokens in the view = tokens the calls generated
+    from coworkenv.proxy.capture import read_calls
+    from coworkenv.trajectories.tree import build_tree
+
+    tree = build_tree(read_calls(root / "a1.calls.jsonl")[0], "a1")
+    assert sum(n.tokens for n in a1.nodes if n.kind == "generated") == sum(len(n.out) for n in tree.nodes)
+    assert sum(n.tokens for n in a1.nodes) == sum(len(n.env) + len(n.out) for n in tree.nodes)
+    assert rep.rollouts
+    assert any("side_call" in n.label or "title" in n.label for n in a1.nodes if n.status == "auxiliary")

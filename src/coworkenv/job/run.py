@@ -303,7 +303,7 @@ def stage_trees(st: JobState) -> dict[str, Any]:
 
     out = st.out / "trees"
     out.mkdir(parents=True, exist_ok=True)
-    rep = process_dir(st.out / "student", out / "samples.jsonl")
+    rep = process_dir(st.out / "student", out / "samples.jsonl", trees_out=out / "trees.jsonl")
     rows = harness_rows(rep)
     (out / "trees.json").write_text(json.dumps(rows, indent=1, default=str) + "\n", encoding="utf-8")
     st.console.print(f"trees: {rep.samples_written} training samples from {len(rep.rollouts)} rollouts")
@@ -424,6 +424,7 @@ def stage_eval(st: JobState) -> dict[str, Any]:
 def stage_report(st: JobState) -> dict[str, Any]:
     from coworkenv.eval.cli import read_metrics
     from coworkenv.eval.report import render_report
+    from coworkenv.eval.trees import read_trees
 
     k = st.cfg.student.trials
     recs, problems = read_records(st.out / "student" / "rollouts.jsonl")
@@ -433,12 +434,15 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
+    trees_path = st.out / "trees" / "trees.jsonl"
+    trees, p4 = read_trees(trees_path) if trees_path.exists() else ({}, [])
     html = render_report(
         [*recs, *after],
+        trees=trees,
         k=k,
         threshold=st.cfg.report.pass_threshold,
         metrics=metrics,
-        problems=[*problems, *p3],
+        problems=[*problems, *p3, *p4],
         title="coworkenv main job: the student before and after the update",
     )
     path = st.out / st.cfg.report.html

@@ -15,12 +15,16 @@ def register(app: typer.Typer) -> None:
     """Add this stage's commands to app."""
 
     @app.command()
-    def trees(
+    def trees(  # noqa: PLR0917 (typer options)
         rollouts: Annotated[
             Path, typer.Argument(help="A rollouts directory (rollouts.jsonl + *.calls.jsonl).")
         ],
         out: Annotated[
             Path | None, typer.Option("--out", help="Write training samples here (JSONL).")
+        ] = None,
+        trees_out: Annotated[
+            Path | None,
+            typer.Option("--trees", help="Write the trees for `coworkenv report --trees` here (JSONL)."),
         ] = None,
         max_leaves: Annotated[
             int, typer.Option(help="Discard a rollout whose main tree has more leaves than this.")
@@ -39,7 +43,7 @@ def register(app: typer.Typer) -> None:
             raise SpecError.single(rollouts, "rollouts.jsonl", "not found: pass a rollouts directory")
         if max_leaves < 1:
             raise SpecError.single("--max-leaves", "max_leaves", "must be at least 1")
-        report = process_dir(rollouts, out, FilterConfig(max_leaves=max_leaves))
+        report = process_dir(rollouts, out, FilterConfig(max_leaves=max_leaves), trees_out)
         rows = harness_rows(report)
         console = Console()
         if as_json:

@@ -22,6 +22,7 @@ from coworkenv.rollout.record import RolloutRecord, calls_files, calls_path, rea
 from coworkenv.trajectories.filters import FilterConfig, FilterResult, filter_tree
 from coworkenv.trajectories.samples import rollout_samples
 from coworkenv.trajectories.tree import PrefixTree, build_tree
+from coworkenv.trajectories.view import tree_view
 
 CALLS_SUFFIX = ".calls.jsonl"
 
@@ -61,7 +62,11 @@ def token_counts(tree: PrefixTree, filt: FilterResult) -> Counter[str]:
 
 
 def analyze(
-    record: RolloutRecord, calls_path: Path, config: FilterConfig, sink: IO[str] | None
+    record: RolloutRecord,
+    calls_path: Path,
+    config: FilterConfig,
+    sink: IO[str] | None,
+    trees_sink: IO[str] | None = None,
 ) -> tuple[RolloutReport, int]:
     calls, problems = read_calls(calls_path)
     tree = build_tree(calls, record.rollout_id)
@@ -83,16 +88,24 @@ def analyze(
     if sink is not None:
         for s in samples:
             sink.write(s.model_dump_json() + "\n")
+    if trees_sink is not None and tree.nodes:
+        trees_sink.write(tree_view(tree, filt).model_dump_json() + "\n")
     rep = RolloutReport(record.rollout_id, record.harness, counters, why, problems + tree.notes)
     return rep, len(samples)
 
 
-def process_dir(root: Path, out: Path | None = None, config: FilterConfig | None = None) -> DirReport:
+def process_dir(
+    root: Path, out: Path | None = None, config: FilterConfig | None = None, trees_out: Path | None = None
+) -> DirReport:
+    """Trees, filters and samples for every rollout under ``root``; samples to ``out``, and the
+    report's tree views (one JSON line per rollout, :mod:`coworkenv.trajectories.view`) to
+    ``trees_out``."""
     cfg = config or FilterConfig()
     records, problems = read_records(root / "rollouts.jsonl")
     report = DirReport(problems=list(problems))
     seen: set[str] = set()
     sink = out.open("w", encoding="utf-8") if out is not None else None
+    trees_sink = trees_out.open("w", encoding="utf-8") if trees_out is not None else None
     try:
         for rec in records:
             if rec.rollout_id in seen:
@@ -102,13 +115,15 @@ def process_dir(root: Path, out: Path | None = None, config: FilterConfig | None
             path = calls_path(root, rec.rollout_id)
             if rec.status == "ok" and not path.exists():
                 report.problems.append(f"{rec.rollout_id}: no {path.name}")
-            rep, n = analyze(rec, path, cfg, sink)
+            rep, n = analyze(rec, path, cfg, sink, trees_sink)
             report.samples_written += n
             report.rollouts.append(rep)
             report.harness.setdefault(rec.harness or "?", Counter()).update(rep.counters)
     finally:
         if sink is not None:
             sink.close()
+        if trees_sink is not None:
+            trees_sink.close()
     for p in calls_files(root):
         rid = p.name[: -len(CALLS_SUFFIX)]
         if rid not in seen:
