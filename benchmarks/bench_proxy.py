@@ -48,6 +48,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _machine import cpu_model  # benchmarks/_machine.py
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 LOCAL = "127.0.0.1"
@@ -461,14 +463,7 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
 
 
 def machine(loadavg: tuple[float, float, float]) -> dict[str, Any]:
-    model = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
+    model = cpu_model()
     versions = {}
     for pkg in ("uvicorn", "pydantic", "uvloop", "httptools", "httpx", "orjson"):
         with contextlib.suppress(metadata.PackageNotFoundError):

@@ -45,6 +45,7 @@ from typing import Any
 
 import httpx
 import yaml
+from _machine import cpu_model  # benchmarks/_machine.py
 
 TASK_ID = "T160_vip_ticket_escalation"
 SERVICES = ("helpdesk", "crm", "gmail", "contacts", "kb")
@@ -728,14 +729,7 @@ def run_throughput(o: Options, logs: Path, claw: dict[str, Any] | None, cw: dict
 
 
 def machine() -> dict[str, Any]:
-    model = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
+    model = cpu_model()
     mem = next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal"))
     versions = {}
     for pkg in ("fastapi", "starlette", "uvicorn", "pydantic", "uvloop", "httptools", "httpx"):

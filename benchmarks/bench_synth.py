@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _machine import cpu_model  # benchmarks/_machine.py
+
 HERE = Path(__file__).resolve().parent
 GOAL_PER_MIN = 1000.0
 
@@ -63,14 +65,7 @@ def _work(args: tuple[int, int, int, int]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    model = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor() or "unknown",
-    )
+    model = cpu_model()
     return {
         "nproc": len(os.sched_getaffinity(0)),
         "cpu": model,

@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from _machine import cpu_model  # benchmarks/_machine.py
 
 from coworkenv.proxy.backends.scripted import EOS_ID
 from coworkenv.proxy.capture import CapturedCall, read_calls
@@ -479,15 +480,8 @@ def analysis_notes(rows: dict[str, dict[str, Any]], per: list[dict[str, Any]]) -
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpus": os.cpu_count(), "cpu": model or platform.processor(), "python": platform.python_version()}
+    model = cpu_model()
+    return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version()}
 
 
 def render(s: dict[str, Any]) -> str:

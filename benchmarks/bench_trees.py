@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _machine import cpu_model  # benchmarks/_machine.py
 
 from coworkenv.proxy.capture import CapturedCall
 from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
@@ -161,15 +162,8 @@ def measure(rollouts: list[list[CapturedCall]], with_samples: bool, repeat: int)
 
 def machine() -> str:
     cpus = os.cpu_count()
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpus} CPU(s), {model or platform.processor()}"
+    model = cpu_model()
+    return f"{cpus} CPU(s), {model}"
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from _machine import cpu_model  # benchmarks/_machine.py
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
@@ -727,16 +729,7 @@ def rows_for(bench: Bench, oc: Outcome, o: Options) -> list[Row]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        cpu = next(
-            (
-                ln.split(":", 1)[1].strip()
-                for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")
-            ),
-            platform.processor() or "unknown",
-        )
+    cpu = cpu_model()
     ram = None
     try:
         for ln in Path("/proc/meminfo").read_text().splitlines():

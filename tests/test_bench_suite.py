@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import their shared _machine helper
     spec = importlib.util.spec_from_file_location("bench_run_all", ROOT / "benchmarks" / "run_all.py")
     assert spec is not None
     assert spec.loader is not None
