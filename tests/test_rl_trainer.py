@@ -138,6 +138,110 @@ def test_packed_gradients_equal_branchwise(tmp_path: Path, estimator: str) -> No
         torch.testing.assert_close(g_packed[n], g_lin[n], rtol=1e-3, atol=1e-6, msg=n)
 
 
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean"])
+def test_group_packing_shares_the_prompt_and_keeps_gradients(tmp_path: Path, agg: str) -> None:
+    """pack_scope="group": the prompt every rollout starts from is forwarded once per group, and
+    loss and gradients equal one-sequence-per-branch training (per-rollout aggregation kept)."""
+    samples = branched_group(
+        group_size=4,
+        vocab=VOCAB,
+        prefix_len=24,
+        branch_len=12,
+        seed=3,
+        rewards=[1, 0, 0, 1],
+        shared_prompt=40,
+    )
+    runs = {}
+    for name, kw in {
+        "linear": {"packing": False},
+        "rollout": {"pack_scope": "rollout"},
+        "group": {"pack_scope": "group"},
+    }.items():
+        tr = RLTrainer(
+            cfg(tmp_path / name, aggregation=agg, **kw), model=tiny_llama(VOCAB), log_metrics=False
+        )
+        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        grads: dict[str, torch.Tensor] = {}
+        orig_zero = tr.optimizer.zero_grad
+
+        def snap(
+            *a: Any, tr: RLTrainer = tr, g: dict[str, torch.Tensor] = grads, z: Any = orig_zero, **k: Any
+        ) -> None:
+            g.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
+            z(*a, **k)
+
+        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
+        m = tr.step(samples)
+        runs[name] = (grads, m["tokens_forwarded"], m["loss"])
+    n = {k: v[1] for k, v in runs.items()}
+    # 4 rollouts × 2 branches; the 40 prompt tokens once per group instead of once per rollout
+    assert n["linear"] == 8 * (40 + 24 + 12)
+    assert n["rollout"] == 4 * (40 + 24 + 2 * 12)
+    assert n["group"] == 40 + 4 * (24 + 2 * 12)
+    for name in ("rollout", "group"):
+        assert runs[name][2] == pytest.approx(runs["linear"][2], rel=1e-4, abs=1e-6)
+        assert runs[name][0].keys() == runs["linear"][0].keys()
+        for p in runs["linear"][0]:
+            torch.testing.assert_close(runs[name][0][p], runs["linear"][0][p], rtol=1e-3, atol=1e-6, msg=p)
+
+
+def test_groups_without_signal_are_not_forwarded_and_change_nothing(tmp_path: Path) -> None:
+    varied = branched_group(
+        group_size=4, vocab=VOCAB, prefix_len=24, branch_len=12, seed=1, rewards=[1, 0, 0, 1]
+    )
+    flat = branched_group(
+        task="u", group_size=4, vocab=VOCAB, prefix_len=24, branch_len=12, seed=2, rewards=[1, 1, 1, 1]
+    )
+    runs = {}
+    for name in ("skip", "keep"):
+        tr = RLTrainer(cfg(tmp_path / name, batch_size=8), model=tiny_llama(VOCAB), log_metrics=False)
+        if name == "keep":
+            tr._with_signal = lambda units, coefs, metrics: (units, coefs)  # type: ignore[method-assign]
+        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+        grads: dict[str, torch.Tensor] = {}
+        orig_zero = tr.optimizer.zero_grad
+
+        def snap(
+            *a: Any, tr: RLTrainer = tr, g: dict[str, torch.Tensor] = grads, z: Any = orig_zero, **k: Any
+        ) -> None:
+            g.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
+            z(*a, **k)
+
+        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
+        runs[name] = (tr.step(varied + flat), grads)
+    (m_skip, g_skip), (m_keep, g_keep) = runs["skip"], runs["keep"]
+    assert m_skip["units_without_signal"] == 4  # the flat group's 4 rollouts
+    assert m_skip["tokens_forwarded"] * 2 == m_keep["tokens_forwarded"]
+    assert m_skip["loss"] == pytest.approx(m_keep["loss"], rel=1e-5, abs=1e-7)
+    assert g_skip.keys() == g_keep.keys()
+    for n in g_skip:
+        torch.testing.assert_close(g_skip[n], g_keep[n], rtol=1e-4, atol=1e-7, msg=n)
+
+
+def test_update_runs_in_training_mode_so_activation_checkpointing_is_active(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transformers checkpoints layers only while ``model.training``; the update forward must run
+    in it (dropout stays off), and the model is back in eval mode afterwards."""
+    import coworkenv.rl.rl as rl_mod
+
+    tr = RLTrainer(cfg(tmp_path), model=tiny_llama(VOCAB), log_metrics=False)
+    assert tr.model.is_activation_checkpointing
+    seen: list[tuple[bool, bool]] = []
+    real = rl_mod.forward_logprobs
+
+    def spy(model: Any, *a: Any, **k: Any) -> Any:
+        drop = [m.training for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+        seen.append((model.training, any(drop)))
+        return real(model, *a, **k)
+
+    monkeypatch.setattr(rl_mod, "forward_logprobs", spy)
+    tr.step(group())
+    assert seen
+    assert all(training and not dropout for training, dropout in seen)
+    assert not tr.model.training
+
+
 def test_config_errors_name_the_values(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"batch_size=12 is not a multiple of group_size=8"):
         parse_config(RLConfig, {"batch_size": 12, "group_size": 8})

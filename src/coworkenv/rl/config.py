@@ -108,6 +108,11 @@ class RLConfig(BaseModel):
     gdpo_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     value_coef: float = Field(0.5, ge=0)
     packing: bool = Field(True, description="tree-packed forward: each shared prefix once per rollout")
+    pack_scope: Literal["rollout", "group"] = Field(
+        "rollout",
+        description="'group': one trie per rollout group, so a prompt all its rollouts start from "
+        "(a CLI harness's long system prompt) is forwarded once per group",
+    )
     micro_batch_tokens: int = Field(2048, gt=0, description="tokens per forward (memory grows with it)")
     max_len: int = Field(8192, gt=8)
 

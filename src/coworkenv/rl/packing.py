@@ -7,18 +7,27 @@ depth. :func:`linear_units` makes one unit per :class:`TrainingSample` (parent =
 run of nodes, forwarded once — attended through a tree mask (each node sees its ancestors and
 itself) with depth position ids. A node's tree weight is the *sum* of the branch weights that pass
 through it (1/n × n = 1 for a prefix shared by n branches), so the packed loss equals the per-branch
-loss exactly and gradients match. Nodes merge only when token, loss mask and advantage agree.
+loss exactly and gradients match. Nodes merge only when token and loss mask agree, and for trained
+nodes the advantage too.
+
+``scope="group"`` goes one level up: all rollouts of a GRPO group (same ``group_key``) share one
+trie, so the prompt they all start from — a CLI harness's 7–20k-token system prompt and tools — is
+forwarded once per group instead of once per rollout. Only untrained nodes (loss mask 0) merge
+across rollouts; every trained node keeps its rollout in ``owner``, so per-rollout loss
+aggregation is unchanged and the gradient equals the per-rollout one (each trained token's loss
+back-propagates through the same shared-prefix activations either way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from coworkenv.rl.advantages import sample_key
+from coworkenv.rl.attention import IMPL, trunk_length
 from coworkenv.trajectories.sample import TrainingSample
 
 
@@ -33,6 +42,8 @@ class Unit:
     logp_rollout: list[float]
     adv: list[float]
     tree: bool = False
+    # per node, the rollout it came from (group-packed units span several rollouts; else empty)
+    owner: list[str] = field(default_factory=list)
     # indices of trainable nodes (mask > 0, has a parent) and of the nodes predicting them
     train_idx: list[int] = field(default_factory=list)
 
@@ -44,6 +55,9 @@ class Unit:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def rollout_of(self, node: int) -> str:
+        return self.owner[node] if self.owner else self.rollout_id
 
 
 def linear_units(samples: Iterable[TrainingSample], adv: Mapping[str, Sequence[float]]) -> list[Unit]:
@@ -65,19 +79,30 @@ def linear_units(samples: Iterable[TrainingSample], adv: Mapping[str, Sequence[f
     return out
 
 
-def packed_units(samples: Iterable[TrainingSample], adv: Mapping[str, Sequence[float]]) -> list[Unit]:
-    by_rollout: dict[str, list[TrainingSample]] = {}
+PackScope = Literal["rollout", "group"]
+
+
+def packed_units(
+    samples: Iterable[TrainingSample],
+    adv: Mapping[str, Sequence[float]],
+    *,
+    scope: PackScope = "rollout",
+) -> list[Unit]:
+    buckets: dict[str, list[TrainingSample]] = {}
     for s in samples:
-        by_rollout.setdefault(s.rollout_id, []).append(s)
+        buckets.setdefault(s.rollout_id if scope == "rollout" else f"group:{s.group_key}", []).append(s)
     units = []
-    for rid, branches in by_rollout.items():
-        u = Unit(rid, [], [], [], [], [], [], [], tree=True)
-        index: dict[tuple[int, int, int, float], int] = {}
-        for s in sorted(branches, key=lambda b: b.branch_id):
+    for uid, branches in buckets.items():
+        u = Unit(uid, [], [], [], [], [], [], [], tree=True)
+        index: dict[tuple[int, int, int, float, str], int] = {}
+        for s in sorted(branches, key=lambda b: (b.rollout_id, b.branch_id)):
             a = adv[sample_key(s)]
             cur = -1
             for t, tok in enumerate(s.token_ids):
-                key = (cur, tok, s.loss_mask[t], round(a[t], 9))
+                trained = s.loss_mask[t]
+                # an untrained node's advantage is never used; trained nodes never merge across
+                # rollouts (each keeps its rollout's loss aggregation)
+                key = (cur, tok, trained, round(a[t], 9) if trained else 0.0, s.rollout_id if trained else "")
                 node = index.get(key)
                 if node is None:
                     node = len(u.tokens)
@@ -85,13 +110,16 @@ def packed_units(samples: Iterable[TrainingSample], adv: Mapping[str, Sequence[f
                     u.tokens.append(tok)
                     u.parent.append(cur)
                     u.pos.append(0 if cur < 0 else u.pos[cur] + 1)
-                    u.mask.append(float(s.loss_mask[t]))
+                    u.mask.append(float(trained))
                     u.weight.append(0.0)
                     u.logp_rollout.append(s.logprobs[t])
                     u.adv.append(a[t])
+                    u.owner.append(s.rollout_id)
                 u.weight[node] += s.weights[t]
                 cur = node
         u.tree = len(branches) > 1  # a single branch is a plain causal sequence
+        if scope == "rollout":
+            u.owner = []
         units.append(u.finalize())
     return units
 
@@ -160,9 +188,13 @@ def forward_logprobs(
     """
     dtype = next(model.parameters()).dtype
     impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
-    batch = collate(units, dtype, bool_mask=impl in ("sdpa", "flex_attention"))
+    batch = collate(units, dtype, bool_mask=impl in ("sdpa", "flex_attention", IMPL))
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    hidden = base.get_decoder()(**batch, use_cache=False).last_hidden_state
+    extra: dict[str, Any] = {}
+    if impl == IMPL and batch["attention_mask"].ndim == 4:
+        # tree batch: causal kernel for the shared trunk, chunked mask rows for the branches
+        extra["tree_trunk"] = trunk_length(units)
+    hidden = base.get_decoder()(**batch, use_cache=False, **extra).last_hidden_state
     head = base.get_output_embeddings()
     results: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     for b, u in enumerate(units):

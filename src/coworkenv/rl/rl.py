@@ -5,7 +5,8 @@ Contract of :meth:`RLTrainer.step`:
 1. group and reject (incomplete / infra-failed groups, with counts); non-finite rewards or rollout
    logprobs raise :class:`~coworkenv.rl.advantages.NonFiniteError` before any forward pass;
 2. run the configured estimator → per-token advantages (PPO: returns; ``A_t = R − V(s_t)``);
-3. build units — tree-packed per rollout (``packing=True``) or one per branch;
+3. build units — tree-packed per rollout (``packing=True``; ``pack_scope="group"``: per rollout
+   group, sharing the prompt all its rollouts start from) or one per branch;
 4. recompute ``logπ_old`` in the trainer (no grad, model in eval mode so no dropout), the truncated
    IS weights against the rollout logprobs (mismatch statistics logged) and, if ``kl_beta > 0``,
    the reference logprobs (LoRA: adapters disabled; full: a frozen copy of the initial policy);
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from coworkenv.rl.advantages import AdvantageParams, estimate, get_estimator
+from coworkenv.rl.attention import use_tree_attention
 from coworkenv.rl.common import (
     MetricsLog,
     all_reduce_grads,
@@ -94,6 +96,31 @@ class _ISAcc:
         }
 
 
+def _unit_coefficients(units: Sequence[Unit], cfg: RLConfig) -> list[torch.Tensor]:
+    """Loss coefficients per unit's trained nodes, aggregated per rollout.
+
+    A group-packed unit holds several rollouts' trained nodes: it is split by owner into one part
+    per rollout before :func:`loss_coefficients`, and the parts are stitched back in node order.
+    """
+    parts: list[tuple[int, list[int], str]] = []  # (unit, positions in train_idx, rollout)
+    for k, u in enumerate(units):
+        by_owner: dict[str, list[int]] = {}
+        for j, node in enumerate(u.train_idx):
+            by_owner.setdefault(u.rollout_of(node), []).append(j)
+        parts += [(k, js, rid) for rid, js in by_owner.items()]
+    coefs = loss_coefficients(
+        [torch.tensor([units[k].mask[units[k].train_idx[j]] for j in js]) for k, js, _ in parts],
+        [torch.tensor([units[k].weight[units[k].train_idx[j]] for j in js]) for k, js, _ in parts],
+        [rid for _, _, rid in parts],
+        cfg.agg,
+        normalizer=cfg.normalizer,
+    )
+    out = [torch.zeros(len(u.train_idx)) for u in units]
+    for (k, js, _), c in zip(parts, coefs, strict=True):
+        out[k][torch.tensor(js, dtype=torch.long)] = c.float()
+    return out
+
+
 class RLTrainer:
     def __init__(
         self,
@@ -109,6 +136,7 @@ class RLTrainer:
         seed_all(cfg.run.seed)
         self.model, self.tokenizer = build_policy(cfg.model, model, tokenizer)
         self.model.eval()
+        use_tree_attention(self.model)  # tree batches: causal trunk + chunked branch rows
         self.estimator = get_estimator(cfg.estimator)
         self.params = AdvantageParams(
             group_size=cfg.group_size,
@@ -192,13 +220,8 @@ class RLTrainer:
             self.metrics.log(self.step_count, metrics)
             return metrics
         cfg = self.cfg
-        coefs = loss_coefficients(
-            [torch.tensor([u.mask[i] for i in u.train_idx]) for u in units],
-            [torch.tensor([u.weight[i] for i in u.train_idx]) for u in units],
-            [u.rollout_id for u in units],
-            cfg.agg,
-            normalizer=cfg.normalizer,
-        )
+        coefs = _unit_coefficients(units, cfg)
+        units, coefs = self._with_signal(units, coefs, metrics)
         mine = list(range(self.rank, len(units), self.world_size))
         batch = _Batch([units[i] for i in mine], [coefs[i] for i in mine])
         metrics["tokens_forwarded"] = sum(len(u) for u in units)
@@ -223,6 +246,19 @@ class RLTrainer:
         self.metrics.log(self.step_count, metrics)
         return metrics
 
+    def _with_signal(
+        self, units: list[Unit], coefs: list[torch.Tensor], metrics: dict[str, Any]
+    ) -> tuple[list[Unit], list[torch.Tensor]]:
+        """Drop units whose trained tokens all have advantage 0 (a group with equal rewards): with
+        no value head and no KL their loss and gradient are exactly 0, and the coefficients were
+        already normalised over all units, so the step is unchanged — minus their forward pass."""
+        if self.estimator.needs_value or self.cfg.kl_beta > 0:
+            return units, coefs
+        keep = [k for k, u in enumerate(units) if any(u.adv[i] != 0.0 for i in u.train_idx)]
+        if len(keep) < len(units):
+            metrics["units_without_signal"] = len(units) - len(keep)
+        return [units[k] for k in keep], [coefs[k] for k in keep]
+
     def _prepare(
         self, samples: Sequence[TrainingSample], infra_failed: Mapping[str, int] | None
     ) -> tuple[dict[str, Any], list[Unit]]:
@@ -240,7 +276,9 @@ class RLTrainer:
         metrics.update(
             reward_mean=sum(rewards.values()) / len(rewards), rollouts=len(rewards), samples=len(accepted)
         )
-        units = packed_units(accepted, adv) if cfg.packing else linear_units(accepted, adv)
+        units = (
+            packed_units(accepted, adv, scope=cfg.pack_scope) if cfg.packing else linear_units(accepted, adv)
+        )
         return metrics, units
 
     def _old_pass(self, b: _Batch) -> dict[str, float]:
@@ -287,6 +325,8 @@ class RLTrainer:
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "value_loss": 0.0}
         index = {id(u): i for i, u in enumerate(b.units)}
         acc = _ISAcc()
+        # training mode (dropout off): activation checkpointing is only active in it
+        train_mode_without_dropout(self.model, True)
         for mb in micro_batches(b.units, cfg.micro_batch_tokens):
             res = forward_logprobs(self.model, mb, want_hidden=needs_value)
             loss = torch.zeros(())
@@ -319,6 +359,7 @@ class RLTrainer:
                     totals["value_loss"] += float(vl.detach())
             totals["loss"] += float(loss.detach())
             loss.backward()
+        self.model.eval()
         all_reduce_grads(self.trainable)
         totals = {k: all_reduce_scalar(v) for k, v in totals.items()}
         if b.fused:

@@ -3,7 +3,9 @@
 Contract: :func:`branched_group` returns ``group_size`` rollouts of one (task, harness) group, each
 with ``branches`` root-to-leaf samples that share a prefix of ``prefix_len`` tokens (generated
 tokens in it carry tree weight ``1/branches``) followed by ``branch_len`` own tokens; alternating
-prompt/generated segments give realistic loss masks. Deterministic for a seed.
+prompt/generated segments give realistic loss masks. ``shared_prompt`` tokens (loss mask 0, the
+same for every rollout of the group, like a harness's system prompt) go before each rollout's own
+tokens. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -41,24 +43,29 @@ def branched_group(
     vocab: int = 512,
     seed: int = 0,
     rewards: list[float] | None = None,
+    shared_prompt: int = 0,
 ) -> list[TrainingSample]:
     rng = random.Random(seed)
     out: list[TrainingSample] = []
+    head = [rng.randrange(vocab) for _ in range(shared_prompt)]
     for g in range(group_size):
         rid = f"{task}-{harness}-{seed}-{g}"
         reward = rewards[g] if rewards else float(rng.random() > 0.5)
         prefix = [rng.randrange(vocab) for _ in range(prefix_len)]
-        pmask, psegs = _segments(0, prefix_len, rng, 0)
+        pmask, psegs = _segments(shared_prompt, prefix_len, rng, 0)
         pmask[0] = 0
+        prefix = head + prefix
+        pmask = [0] * shared_prompt + pmask
+        plen = shared_prompt + prefix_len
         for b in range(branches):
             tail = [rng.randrange(vocab) for _ in range(branch_len)]
-            tmask, tsegs = _segments(prefix_len, branch_len, rng, 100 * (b + 1))
+            tmask, tsegs = _segments(plen, branch_len, rng, 100 * (b + 1))
             toks = prefix + tail
             mask = pmask + tmask
-            w = [(1.0 / branches if i < prefix_len else 1.0) * m for i, m in enumerate(mask)]
+            w = [(1.0 / branches if i < plen else 1.0) * m for i, m in enumerate(mask)]
             lps = [-rng.uniform(0.5, 6.0) * m for m in mask]
             if b > 0:  # shared prefix: same rollout logprobs as branch 0
-                lps[:prefix_len] = out[-b].logprobs[:prefix_len]
+                lps[:plen] = out[-b].logprobs[:plen]
             out.append(
                 TrainingSample(
                     rollout_id=rid,
