@@ -126,3 +126,44 @@ def test_real_harness_multi_turn_resumes_its_session(harness: str, multi_run: Ru
     assert rec.rewards.reward == pytest.approx(1.0), rec.grade
     users = [m.content for m in rec.messages if m.role == "user"]
     assert any("2:30 pm" in u for u in users)
+
+
+def test_codex_feature_flags_reach_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Codex(disable=("shell_tool",)): the real CLI offers no shell tool, still completes the task
+    over MCP, and the flags are kept in the rollout meta."""
+    from coworkenv.rollout.harnesses.codex import Codex
+
+    codex = Codex(disable=("shell_tool",))
+    try:
+        codex.check_installed()
+    except HarnessNotInstalled as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("COWORKENV_NO_PROGRESS", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = tmp_path / "out"
+    summary = run_rollouts(
+        [builtin_task(TASK)],
+        ["codex"],
+        1,
+        "reference",
+        out,
+        1,
+        timeout_cap_s=120,
+        harness_objects={"codex": codex},
+    )
+    (rec,) = summary.records
+    assert rec.status == "ok", (rec.failure, rec.meta)
+    assert rec.rewards is not None
+    assert rec.rewards.reward == pytest.approx(1.0), rec.grade
+    assert rec.meta["codex_disable"] == ["shell_tool"]
+    calls, _ = read_calls(out / "calls" / f"{rec.rollout_id}.calls.jsonl")
+    offered = {t.name for t in calls[0].request.tools}
+    assert "exec_command" not in offered
+    assert any(n.endswith("helpdesk_update_ticket") for n in offered)
+
+
+def test_codex_rejects_a_feature_both_enabled_and_disabled() -> None:
+    from coworkenv.rollout.harnesses.codex import Codex
+
+    with pytest.raises(ValueError, match="shell_tool"):
+        Codex(disable=("shell_tool",), enable=("shell_tool",))

@@ -158,6 +158,33 @@ def test_a_failed_call_the_harness_retried_past_is_graded_one_it_ended_on_is_inf
     assert label[0] == "upstream_error"
 
 
+def test_a_harness_that_exits_on_a_truncated_reply_is_graded_other_crashes_are_infra() -> None:
+    from coworkenv.proxy.capture import CapturedCall
+    from coworkenv.rollout.execute import _label
+
+    req = ChatRequest(messages=())
+
+    def call(seq: int, finish: str) -> CapturedCall:
+        return CapturedCall(
+            rollout_id="r",
+            seq=seq,
+            call_id=f"c{seq}",
+            dialect="openai_responses",
+            request=req,
+            finish_reason=finish,
+        )
+
+    crashed = HarnessResult(
+        final_answer="", exit_code=1, stderr_tail="Reading additional input from stdin..."
+    )
+    assert _label(crashed, [call(0, "tool_calls"), call(1, "length")], 2) is None
+    assert crashed.meta["ended_on"] == "truncated_output"
+    other = HarnessResult(final_answer="", exit_code=1, stderr_tail="boom")
+    label = _label(other, [call(0, "length"), call(1, "stop")], 2)
+    assert label is not None
+    assert label[0] == "harness_crash"
+
+
 def test_timeout_before_any_call_is_infra_after_a_call_is_the_policys(tmp_path: Path) -> None:
     spec = _spec(M1003, timeout_s=1.0)
     never = lambda _s: _SequenceBackend([], sleep_on=0)  # noqa: E731

@@ -6,7 +6,8 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
   ``infra_failure`` / ``start_failure``;
 * the harness raises :class:`HarnessInfraError` (HTTP error, ...) or crashes (exception, non-zero
   exit) → ``infra_failure`` with that kind; a captured call with ``error`` set (the backend failed)
-  → ``upstream_error``;
+  → ``upstream_error``; but a non-zero exit right after a reply cut at max tokens is the policy's
+  (graded, ``meta["ended_on"] = "truncated_output"``);
 * the wall clock runs out before any model call → ``timeout_before_call``; after ≥ 1 call the
   timeout is the policy's: graded, ``timed_out=True``;
 * a harness that ends without any model call reaching the proxy → ``http_error`` (it could not
@@ -181,12 +182,21 @@ def _label(
         return ("timeout_before_call", "wall clock ran out before any model call")
     if result.timed_out:
         return None  # the policy's timeout: graded
+    if result.exit_code not in (None, 0) and calls and _last(calls).finish_reason == "length":
+        # the harness gave up on a reply cut at max tokens (Codex exits 1 on an incomplete
+        # response): the policy's outcome, graded — discarding it would hide rambling from RL
+        result.meta["ended_on"] = "truncated_output"
+        return None
     if result.exit_code not in (None, 0):
         tail = result.stderr_tail.strip().splitlines()[-3:]
         return ("harness_crash", f"exit code {result.exit_code}: {' | '.join(tail)}"[:500])
     if n_calls == 0:
         return ("http_error", "the harness ended without any model call reaching the proxy")
     return None
+
+
+def _last(calls: Sequence[CapturedCall]) -> CapturedCall:
+    return max(calls, key=lambda c: c.seq)
 
 
 @dataclass

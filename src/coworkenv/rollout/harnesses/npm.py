@@ -93,6 +93,10 @@ class NpmCliHarness(ABC):
         """Arguments that send ``reply`` as the next user turn of ``session`` (None: unsupported)."""
         return None
 
+    def settings(self) -> dict[str, Any]:
+        """Non-default adapter settings, kept in every rollout's meta (empty by default)."""
+        return {}
+
     # -- running
 
     async def run(self, ctx: HarnessContext) -> HarnessResult:
@@ -128,7 +132,7 @@ class NpmCliHarness(ABC):
             exit_code=res.returncode,
             timed_out=res.timed_out,
             stderr_tail=res.stderr_tail,
-            meta={"harness_wall_s": round(res.wall_s, 3), "harness_rounds": rounds},
+            meta={"harness_wall_s": round(res.wall_s, 3), "harness_rounds": rounds, **self.settings()},
         )
 
 
