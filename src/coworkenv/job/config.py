@@ -67,6 +67,8 @@ class TrainSection(_Section):
     updates: int = Field(default=1, ge=0)
     lr: float = Field(default=1e-5, gt=0)
     lora: bool = True
+    pack_scope: Literal["rollout", "group"] = "group"
+    """'group': a group's shared prompt is forwarded once per update, not once per trial."""
     eval_after: bool = True
     """Re-run the student's tasks with the updated weights (same k) and report before vs after."""
 

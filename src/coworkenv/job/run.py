@@ -332,6 +332,7 @@ def stage_train(st: JobState) -> dict[str, Any]:
             "batch_size": k * max(1, n_groups),
             "optim": {"lr": c.lr},
             "model": {} if c.lora else {"lora": None},
+            "pack_scope": c.pack_scope,
             "run": RunConfig(out_dir=st.out / "train").model_dump(),
         }
     )
