@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -53,6 +53,24 @@ def _cfg(out: Path, **kw: Any) -> RLConfig:
     return parse_config(RLConfig, base)
 
 
+K = TypeVar("K")
+
+
+def _interleaved(
+    trainers: dict[K, RLTrainer], samples: list[TrainingSample], reps: int
+) -> tuple[dict[K, dict[str, Any]], dict[K, list[float]]]:
+    """A warm-up step each (its metrics returned), then ``reps`` timed steps each, interleaved so
+    load drift on a shared machine hits every side alike."""
+    firsts = {k: tr.step(samples) for k, tr in trainers.items()}
+    times: dict[K, list[float]] = {k: [] for k in trainers}
+    for _ in range(reps):
+        for k, tr in trainers.items():
+            t0 = time.perf_counter()
+            tr.step(samples)
+            times[k].append(time.perf_counter() - t0)
+    return firsts, times
+
+
 def bench_packing(tmp: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
     rows = []
     prefix, tail = (384, 128) if quick else (768, 192)
@@ -75,13 +93,7 @@ def bench_packing(tmp: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
             )
             for packing in (True, False)
         }
-        firsts = {p: tr.step(samples) for p, tr in trainers.items()}  # warm-up
-        times: dict[bool, list[float]] = {True: [], False: []}
-        for _ in range(reps):  # interleaved, so load drift on a shared machine hits both sides alike
-            for p, tr in trainers.items():
-                t0 = time.perf_counter()
-                tr.step(samples)
-                times[p].append(time.perf_counter() - t0)
+        firsts, times = _interleaved(trainers, samples, reps)
         for p in (True, False):
             key = "packed" if p else "branchwise"
             row[key] = {
@@ -94,6 +106,40 @@ def bench_packing(tmp: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
         rows.append(row)
         print(f"packing b={branches}: {row['token_ratio']:.2f}x fewer tokens, {row['speedup']:.2f}x faster")
     return rows
+
+
+def bench_scope(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
+    """A harness-like group: every rollout starts from the same long prompt (system prompt, tools,
+    request). Per-rollout trees forward it once per rollout; group scope once per group."""
+    shared, prefix, tail = (1024, 128, 64) if quick else (2048, 256, 128)
+    samples = branched_group(
+        group_size=4,
+        branches=2,
+        prefix_len=prefix,
+        branch_len=tail,
+        vocab=VOCAB,
+        seed=7,
+        rewards=[1, 0, 0, 1],
+        shared_prompt=shared,
+    )
+    trainers = {
+        scope: RLTrainer(
+            _cfg(tmp / f"scope-{scope}", group_size=4, batch_size=4, pack_scope=scope),
+            model=tiny_llama(VOCAB, **SHAPE),
+            log_metrics=False,
+        )
+        for scope in ("group", "rollout")
+    }
+    firsts, times = _interleaved(trainers, samples, reps)
+    row: dict[str, Any] = {"rollouts": 4, "branches": 2, "shared_prompt": shared, "prefix_len": prefix}
+    row["branch_len"] = tail
+    for k in trainers:
+        tok = firsts[k]["tokens_forwarded"]
+        row[k] = {"tokens_forwarded": tok, "step_s": min(times[k]), "times": times[k]}
+    row["speedup"] = row["rollout"]["step_s"] / row["group"]["step_s"]
+    row["token_ratio"] = row["rollout"]["tokens_forwarded"] / row["group"]["tokens_forwarded"]
+    print(f"pack scope: group {row['token_ratio']:.2f}x fewer tokens, {row['speedup']:.2f}x faster")
+    return row
 
 
 def _grpo_samples(
@@ -131,11 +177,6 @@ def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
     comps = [torch.randint(0, VOCAB - 1, (clen,), generator=gen).tolist() for _ in range(g)]
     rewards = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0]
 
-    ours = RLTrainer(
-        _cfg(tmp / "ours", group_size=g, batch_size=g, packing=True),
-        model=tiny_llama(VOCAB, **SHAPE),
-        log_metrics=False,
-    )
     samples = _grpo_samples(prompt, comps, rewards)
 
     ck = save_tiny_checkpoint(tmp / "trl-model", VOCAB, **SHAPE)
@@ -163,6 +204,19 @@ def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
         args=args,
         train_dataset=Dataset.from_dict({"prompt": ["t1 t2"] * g}),
         processing_class=tok,
+    )
+    # the same activation-checkpointing setting on both sides (TRL's GRPOConfig turns it on)
+    ckpt = bool(model.is_activation_checkpointing)
+    ours = RLTrainer(
+        _cfg(
+            tmp / "ours",
+            group_size=g,
+            batch_size=g,
+            packing=True,
+            model={"lora": None, "gradient_checkpointing": ckpt},
+        ),
+        model=tiny_llama(VOCAB, **SHAPE),
+        log_metrics=False,
     )
     trainer.create_optimizer_and_scheduler(num_training_steps=100)
     opt = trainer.optimizer
@@ -213,6 +267,7 @@ def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
         "group": g,
         "prompt_len": plen,
         "completion_len": clen,
+        "activation_checkpointing": ckpt,
         "ours_step_s": ours_s,
         "ours_times": ours_t,
         "trl_update_s": trl_s,
@@ -230,14 +285,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="shorter sequences, fewer repetitions")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--only", choices=("packing", "trl"), default=None)
+    ap.add_argument("--only", choices=("packing", "scope", "trl"), default=None)
     a = ap.parse_args()
     reps = a.reps or (2 if a.quick else 3)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        packing = [] if a.only == "trl" else bench_packing(tmp, reps, a.quick)
-        trl = {} if a.only == "packing" else bench_trl(tmp, reps, a.quick)
+        packing = [] if a.only not in (None, "packing") else bench_packing(tmp, reps, a.quick)
+        scope = {} if a.only not in (None, "scope") else bench_scope(tmp, reps, a.quick)
+        trl = {} if a.only not in (None, "trl") else bench_trl(tmp, reps, a.quick)
     meta = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
@@ -253,8 +309,9 @@ def main() -> None:
     if a.only and stem.with_suffix(".json").exists():  # keep the part not rerun
         prev = json.loads(stem.with_suffix(".json").read_text())
         packing = packing or prev.get("packing", [])
+        scope = scope or prev.get("scope", {})
         trl = trl or prev.get("trl", {})
-    out = {"meta": meta, "packing": packing, "trl": trl}
+    out = {"meta": meta, "packing": packing, "scope": scope, "trl": trl}
     stem.with_suffix(".json").write_text(json.dumps(out, indent=2) + "\n")
     md = [
         f"# Training benchmarks ({meta['date']}, CPU, {meta['threads']} threads, torch {meta['torch']})",
@@ -274,6 +331,19 @@ def main() -> None:
             f"| {r['branchwise']['tokens_forwarded']} | {r['packed']['step_s']:.3f} "
             f"| {r['branchwise']['step_s']:.3f} | {r['speedup']:.2f}x |"
         )
+    if scope:
+        md += [
+            "",
+            f"## Group-scope packing: a {scope['shared_prompt']}-token prompt shared by "
+            f"{scope['rollouts']} rollouts (× {scope['branches']} branches)",
+            "",
+            "| tokens fwd group | tokens fwd per rollout | step group (s) | step per rollout (s) "
+            "| speed-up |",
+            "|---|---|---|---|---|",
+            f"| {scope['group']['tokens_forwarded']} | {scope['rollout']['tokens_forwarded']} "
+            f"| {scope['group']['step_s']:.3f} | {scope['rollout']['step_s']:.3f} "
+            f"| {scope['speedup']:.2f}x |",
+        ]
     md += [
         "",
         f"## (ii) GRPO update vs TRL {meta['trl']} GRPOTrainer "
@@ -285,7 +355,8 @@ def main() -> None:
         f"| {trl['ours_step_s']:.3f} | {trl['trl_update_s']:.3f} ({trl['ratio_vs_trl']:.2f}x ours) "
         f"| {trl['trl_update_with_old_pass_s']:.3f} ({trl['ratio_vs_trl_with_old_pass']:.2f}x ours) |",
         "",
-        "Ratios > 1 mean TRL is slower. Generation is excluded on both sides.",
+        "Ratios > 1 mean TRL is slower. Generation is excluded on both sides. Activation "
+        f"checkpointing: {'on' if trl.get('activation_checkpointing') else 'off'} on both sides.",
     ]
     stem.with_suffix(".md").write_text("\n".join(md) + "\n")
     print(f"wrote {stem}.json/.md")

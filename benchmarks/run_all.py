@@ -418,6 +418,20 @@ def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
                 f"({float(r['token_ratio']):.2f}×)",
             )
         )
+    sc = d.get("scope")
+    if sc:
+        sp = float(sc["speedup"])
+        rows.append(
+            Row(
+                b,
+                f"RL step, group-scope vs per-rollout packing ({sc['shared_prompt']}-token shared prompt)",
+                _num(float(sc["group"]["step_s"]), "s"),
+                _num(float(sc["rollout"]["step_s"]), "s"),
+                sp,
+                context=f"tokens forwarded {sc['group']['tokens_forwarded']:,} vs "
+                f"{sc['rollout']['tokens_forwarded']:,} ({float(sc['token_ratio']):.2f}×)",
+            )
+        )
     t = d["trl"]
     rat = float(t["ratio_vs_trl"])
     rows.append(

@@ -104,38 +104,48 @@ def test_incomplete_group_is_skipped(tmp_path: Path) -> None:
     assert tr.version == 0
 
 
+def _step_capturing_grads(
+    tr: RLTrainer, samples: list[Any]
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """One step with the optimizer's update disabled; returns its metrics and the gradients."""
+    grads: dict[str, torch.Tensor] = {}
+    tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
+    zero = tr.optimizer.zero_grad
+
+    def snap(*a: Any, **k: Any) -> None:
+        grads.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
+        zero(*a, **k)
+
+    tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
+    return tr.step(samples), grads
+
+
+def _assert_same_step(
+    a: tuple[dict[str, Any], dict[str, torch.Tensor]], b: Any, rtol: float = 1e-3, atol: float = 1e-6
+) -> None:
+    """Same loss and gradients (the loss to 10× the gradients' relative tolerance)."""
+    (ma, ga), (mb, gb) = a, b
+    assert ma["loss"] == pytest.approx(mb["loss"], rel=rtol / 10, abs=atol)
+    assert ga.keys() == gb.keys()
+    for n in ga:
+        torch.testing.assert_close(ga[n], gb[n], rtol=rtol, atol=atol, msg=n)
+
+
 @pytest.mark.parametrize("estimator", ["grpo", "gigpo", "ppo"])
 def test_packed_gradients_equal_branchwise(tmp_path: Path, estimator: str) -> None:
-    grads = {}
-    for packing in (True, False):
-        c = cfg(tmp_path / str(packing), packing=packing, estimator=estimator, kl_beta=0.1)
-        tr = RLTrainer(c, model=tiny_llama(VOCAB), log_metrics=False)
-        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
-        orig_zero = tr.optimizer.zero_grad
-        captured: dict[str, torch.Tensor] = {}
-
-        def snap(
-            *a: Any,
-            tr: RLTrainer = tr,
-            captured: dict[str, torch.Tensor] = captured,
-            zero: Any = orig_zero,
-            **k: Any,
-        ) -> None:
-            for n, p in tr.model.named_parameters():
-                if p.grad is not None:
-                    captured[n] = p.grad.clone()
-            zero(*a, **k)
-
-        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
-        m = tr.step(group())
-        grads[packing] = (captured, m["tokens_forwarded"], m["loss"])
-    g_packed, n_packed, l_packed = grads[True]
-    g_lin, n_lin, l_lin = grads[False]
-    assert n_packed < n_lin
-    assert l_packed == pytest.approx(l_lin, rel=1e-4, abs=1e-6)
-    assert g_packed.keys() == g_lin.keys()
-    for n in g_packed:
-        torch.testing.assert_close(g_packed[n], g_lin[n], rtol=1e-3, atol=1e-6, msg=n)
+    runs = {
+        packing: _step_capturing_grads(
+            RLTrainer(
+                cfg(tmp_path / str(packing), packing=packing, estimator=estimator, kl_beta=0.1),
+                model=tiny_llama(VOCAB),
+                log_metrics=False,
+            ),
+            group(),
+        )
+        for packing in (True, False)
+    }
+    assert runs[True][0]["tokens_forwarded"] < runs[False][0]["tokens_forwarded"]
+    _assert_same_step(runs[True], runs[False])
 
 
 @pytest.mark.parametrize("agg", ["token_mean", "seq_mean"])
@@ -151,38 +161,26 @@ def test_group_packing_shares_the_prompt_and_keeps_gradients(tmp_path: Path, agg
         rewards=[1, 0, 0, 1],
         shared_prompt=40,
     )
-    runs = {}
-    for name, kw in {
-        "linear": {"packing": False},
-        "rollout": {"pack_scope": "rollout"},
-        "group": {"pack_scope": "group"},
-    }.items():
-        tr = RLTrainer(
-            cfg(tmp_path / name, aggregation=agg, **kw), model=tiny_llama(VOCAB), log_metrics=False
+    runs = {
+        name: _step_capturing_grads(
+            RLTrainer(
+                cfg(tmp_path / name, aggregation=agg, **kw), model=tiny_llama(VOCAB), log_metrics=False
+            ),
+            samples,
         )
-        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
-        grads: dict[str, torch.Tensor] = {}
-        orig_zero = tr.optimizer.zero_grad
-
-        def snap(
-            *a: Any, tr: RLTrainer = tr, g: dict[str, torch.Tensor] = grads, z: Any = orig_zero, **k: Any
-        ) -> None:
-            g.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
-            z(*a, **k)
-
-        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
-        m = tr.step(samples)
-        runs[name] = (grads, m["tokens_forwarded"], m["loss"])
-    n = {k: v[1] for k, v in runs.items()}
+        for name, kw in {
+            "linear": {"packing": False},
+            "rollout": {"pack_scope": "rollout"},
+            "group": {"pack_scope": "group"},
+        }.items()
+    }
+    n = {k: v[0]["tokens_forwarded"] for k, v in runs.items()}
     # 4 rollouts × 2 branches; the 40 prompt tokens once per group instead of once per rollout
     assert n["linear"] == 8 * (40 + 24 + 12)
     assert n["rollout"] == 4 * (40 + 24 + 2 * 12)
     assert n["group"] == 40 + 4 * (24 + 2 * 12)
-    for name in ("rollout", "group"):
-        assert runs[name][2] == pytest.approx(runs["linear"][2], rel=1e-4, abs=1e-6)
-        assert runs[name][0].keys() == runs["linear"][0].keys()
-        for p in runs["linear"][0]:
-            torch.testing.assert_close(runs[name][0][p], runs["linear"][0][p], rtol=1e-3, atol=1e-6, msg=p)
+    _assert_same_step(runs["rollout"], runs["linear"])
+    _assert_same_step(runs["group"], runs["linear"])
 
 
 def test_groups_without_signal_are_not_forwarded_and_change_nothing(tmp_path: Path) -> None:
@@ -197,25 +195,10 @@ def test_groups_without_signal_are_not_forwarded_and_change_nothing(tmp_path: Pa
         tr = RLTrainer(cfg(tmp_path / name, batch_size=8), model=tiny_llama(VOCAB), log_metrics=False)
         if name == "keep":
             tr._with_signal = lambda units, coefs, metrics: (units, coefs)  # type: ignore[method-assign]
-        tr.optimizer.step = lambda *a, **k: None  # type: ignore[method-assign]
-        grads: dict[str, torch.Tensor] = {}
-        orig_zero = tr.optimizer.zero_grad
-
-        def snap(
-            *a: Any, tr: RLTrainer = tr, g: dict[str, torch.Tensor] = grads, z: Any = orig_zero, **k: Any
-        ) -> None:
-            g.update({n: p.grad.clone() for n, p in tr.model.named_parameters() if p.grad is not None})
-            z(*a, **k)
-
-        tr.optimizer.zero_grad = snap  # type: ignore[method-assign]
-        runs[name] = (tr.step(varied + flat), grads)
-    (m_skip, g_skip), (m_keep, g_keep) = runs["skip"], runs["keep"]
-    assert m_skip["units_without_signal"] == 4  # the flat group's 4 rollouts
-    assert m_skip["tokens_forwarded"] * 2 == m_keep["tokens_forwarded"]
-    assert m_skip["loss"] == pytest.approx(m_keep["loss"], rel=1e-5, abs=1e-7)
-    assert g_skip.keys() == g_keep.keys()
-    for n in g_skip:
-        torch.testing.assert_close(g_skip[n], g_keep[n], rtol=1e-4, atol=1e-7, msg=n)
+        runs[name] = _step_capturing_grads(tr, varied + flat)
+    assert runs["skip"][0]["units_without_signal"] == 4  # the flat group's 4 rollouts
+    assert runs["skip"][0]["tokens_forwarded"] * 2 == runs["keep"][0]["tokens_forwarded"]
+    _assert_same_step(runs["skip"], runs["keep"], rtol=1e-4, atol=1e-7)
 
 
 def test_update_runs_in_training_mode_so_activation_checkpointing_is_active(
