@@ -124,13 +124,23 @@ def rollouts(  # noqa: PLR0917
     out: Path,
     *,
     cap: bool = True,
+    harness_objects: dict[str, Any] | None = None,
 ) -> list[Any]:
     from coworkenv.rollout.record import read_records
     from coworkenv.rollout.runner import run_rollouts
 
     if cap:
         tasks = capped(tasks, e.a.max_turns, e.a.timeout_s)
-    summary = run_rollouts(tasks, list(harnesses), trials, backend, out, e.a.concurrency, progress=False)
+    summary = run_rollouts(
+        tasks,
+        list(harnesses),
+        trials,
+        backend,
+        out,
+        e.a.concurrency,
+        progress=False,
+        harness_objects=harness_objects,
+    )
     log(f"  rollouts: {summary.line()}")
     recs, problems = read_records(out / "rollouts.jsonl")
     for p in problems:
@@ -218,6 +228,7 @@ def rl_config(e: Exp, out: Path, groups: int, group: int) -> Any:
             "model": {} if e.a.grpo_lora else {"lora": None},
             "run": {"out_dir": str(out), "resume": False, "progress": False},
             "max_len": 8192,
+            "pack_scope": e.a.pack_scope,
         }
     )
 
@@ -299,19 +310,25 @@ def stage_sft(e: Exp) -> dict[str, Any]:
     }
 
 
-def stage_grpo(e: Exp) -> dict[str, Any]:
+def grpo_run(  # noqa: PLR0917
+    e: Exp,
+    name: str,
+    checkpoint: str,
+    tasks: Sequence[Any],
+    harness: str,
+    steps: int,
+    group: int,
+    seed: int,
+) -> dict[str, Any]:
+    """GRPO through ``harness``: per step, rollouts (``group`` per task) → trees → one update,
+    weights pushed to the serving backend (policy version in every later captured call)."""
     from coworkenv.rl.common import merged_state_dict, save_merged
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.report import process_dir
 
-    train = load_suite(e.path("synth", "train"))
-    heldout_tpl = {t.id.split("-", 3)[-1] for t in load_suite(e.path("synth", "heldout"))}
-    # GRPO tasks: training-suite tasks (never the held-out ones), templates of the held-out suite first.
-    pool = sorted(train, key=lambda t: (t.id.split("-", 3)[-1] not in heldout_tpl, t.id))
-    tasks = pool[: e.a.grpo_tasks]
-    backend = backend_from(str(e.path("sft", "final")), e, e.a.seed + 2)
+    backend = backend_from(checkpoint, e, seed)
     before = merged_state_dict(backend.model)
-    cfg = rl_config(e, e.path("grpo", "train"), len(tasks), e.a.grpo_group)
+    cfg = rl_config(e, e.path(name, "train"), len(tasks), group)
     pushed: list[str] = []
 
     def push(model: Any, version: int) -> None:
@@ -319,101 +336,149 @@ def stage_grpo(e: Exp) -> dict[str, Any]:
         pushed.append(f"rl-{version}")
 
     trainer = RLTrainer(cfg, model=copy.deepcopy(backend.model), tokenizer=backend.tokenizer, on_weights=push)
-    steps: list[dict[str, Any]] = []
-    for i in range(e.a.grpo_steps):
-        d = e.path("grpo", f"step-{i}")
+    out: list[dict[str, Any]] = []
+    for i in range(steps):
+        d = e.path(name, f"step-{i}")
         t0 = time.perf_counter()
-        recs = rollouts(e, tasks, ["loop"], e.a.grpo_group, backend, d)
+        recs = rollouts(e, tasks, [harness], group, backend, d, harness_objects=objects(e, harness))
         t_roll = time.perf_counter() - t0
         rep = process_dir(d, d / "samples.jsonl")
         samples = read_samples(d / "samples.jsonl")
         t1 = time.perf_counter()
+        w0 = merged_state_dict(trainer.model)
         m = trainer.step(samples)
         rewards = [r.rewards.reward if r.rewards else None for r in recs]
         ok = [x for x in rewards if x is not None]
-        steps.append(
+        out.append(
             {
                 "step": i,
                 "policy_version": backend.policy_version,
                 "rewards": rewards,
                 "mean_reward": sum(ok) / len(ok) if ok else None,
+                "infra_failures": [
+                    f"{r.failure.kind}: {r.failure.detail[:160]}" if r.failure else "?"
+                    for r in recs
+                    if r.status != "ok"
+                ],
                 "samples": rep.samples_written,
+                "tree_problems": rep.problems[:5],
                 "rollout_s": round(t_roll, 1),
                 "update_s": round(time.perf_counter() - t1, 1),
+                "step_delta_norm": delta_norm(w0, merged_state_dict(trainer.model)),
                 "metrics": m,
+                **call_stats(d),
             }
         )
-        log(f"  grpo step {i}: mean reward {steps[-1]['mean_reward']}, samples {len(samples)}, metrics {m}")
+        log(f"  {name} step {i}: mean reward {out[-1]['mean_reward']}, samples {len(samples)}, metrics {m}")
     after = merged_state_dict(trainer.model)
-    final = save_merged(trainer.model, backend.tokenizer, e.path("grpo", "final"))
+    final = save_merged(trainer.model, backend.tokenizer, e.path(name, "final"))
     return {
+        "harness": harness,
+        "checkpoint_in": checkpoint,
         "tasks": [t.id for t in tasks],
-        "group": e.a.grpo_group,
+        "group": group,
         "lr": e.a.grpo_lr,
         "lora": e.a.grpo_lora,
-        "steps": steps,
+        "steps": out,
         "pushed": pushed,
         "delta_norm": delta_norm(before, after),
         "checkpoint": str(final),
     }
 
 
-def stage_harness(e: Exp) -> dict[str, Any]:
-    from coworkenv.rl.common import merged_state_dict
-    from coworkenv.rl.rl import RLTrainer
-    from coworkenv.trajectories.report import process_dir
-
-    if e.a.harness_checkpoint:
-        ck: Path | str = e.a.harness_checkpoint
-    elif e.path("grpo", "final").exists():
-        ck = e.path("grpo", "final")
-    else:
-        ck = e.path("sft", "final") if e.path("sft", "final").exists() else "smollm2"
+def task_pool(e: Exp) -> list[Any]:
+    """Training-suite tasks (never held-out ones), templates of the held-out suite first."""
+    train = load_suite(e.path("synth", "train"))
     heldout_tpl = {t.id.split("-", 3)[-1] for t in load_suite(e.path("synth", "heldout"))}
-    train = [t for t in load_suite(e.path("synth", "train")) if t.id.split("-", 3)[-1] in heldout_tpl]
-    task = train[0]
+    return sorted(train, key=lambda t: (t.id.split("-", 3)[-1] not in heldout_tpl, t.id))
+
+
+def stage_grpo(e: Exp) -> dict[str, Any]:
+    tasks = task_pool(e)[: e.a.grpo_tasks]
+    return grpo_run(
+        e, "grpo", str(e.path("sft", "final")), tasks, "loop", e.a.grpo_steps, e.a.grpo_group, e.a.seed + 2
+    )
+
+
+def objects(e: Exp, harness: str) -> dict[str, Any] | None:
+    """Adapter settings for (d): codex feature flags from ``--codex-disable``."""
+    if harness != "codex" or not e.a.codex_disable:
+        return None
+    from coworkenv.rollout.harnesses.codex import Codex
+
+    return {"codex": Codex(disable=e.a.codex_disable)}
+
+
+def stage_harness(e: Exp) -> dict[str, Any]:
+    """(d): GRPO through the first of ``--harnesses`` that runs (an uninstalled or broken CLI is
+    recorded and the next one tried)."""
+    if e.a.harness_checkpoint:
+        ck = str(e.a.harness_checkpoint)
+    elif e.path("grpo", "final").exists():
+        ck = str(e.path("grpo", "final"))
+    else:
+        ck = str(e.path("sft", "final")) if e.path("sft", "final").exists() else "smollm2"
+    pool = task_pool(e)
+    if e.a.harness_task_ids:
+        from coworkenv.importers.claw_eval import import_task
+
+        by_id = {t.id: t for t in pool}
+        tasks = []
+        for ref in e.a.harness_task_ids:
+            if (Path(ref) / "task.yaml").is_file():  # a Claw-Eval task directory
+                tasks.append(import_task(Path(ref))[0])
+            elif ref in by_id:
+                tasks.append(by_id[ref])
+            else:
+                raise SystemExit(
+                    f"--harness-task-ids: {ref!r} is neither a Claw-Eval task dir nor in {sorted(by_id)}"
+                )
+    else:
+        tasks = pool[: e.a.harness_tasks]
     attempts: list[dict[str, Any]] = []
     for harness in e.a.harnesses:
-        backend = backend_from(str(ck), e, e.a.seed + 3)
-        before = merged_state_dict(backend.model)
-        d = e.path("harness", harness)
-        t0 = time.perf_counter()
         try:
-            recs = rollouts(e, [task], [harness], e.a.harness_group, backend, d)
+            res = grpo_run(
+                e,
+                f"harness-{harness}",
+                ck,
+                tasks,
+                harness,
+                e.a.harness_steps,
+                e.a.harness_group,
+                e.a.seed + 3,
+            )
         except Exception as exc:  # an uninstalled/broken CLI is a result to report
             attempts.append({"harness": harness, "error": f"{type(exc).__name__}: {exc}"[:500]})
             log(f"  harness {harness}: {attempts[-1]['error']}")
             continue
-        failures = [
-            f"{r.failure.kind}: {r.failure.detail[:200]}" if r.failure else "?"
-            for r in recs
-            if r.status != "ok"
-        ]
-        rep = process_dir(d, d / "samples.jsonl")
-        samples = read_samples(d / "samples.jsonl")
-        att: dict[str, Any] = {
-            "harness": harness,
-            "task": task.id,
-            "checkpoint": str(ck),
-            "rollouts": len(recs),
-            "infra_failures": failures,
-            "rewards": [r.rewards.reward if r.rewards else None for r in recs],
-            "samples": len(samples),
-            "tree_problems": rep.problems[:5],
-            "rollout_s": round(time.perf_counter() - t0, 1),
-            **call_stats(d),
-        }
-        if samples:
-            cfg = rl_config(e, d / "train", 1, e.a.harness_group)
-            trainer = RLTrainer(cfg, model=copy.deepcopy(backend.model), tokenizer=backend.tokenizer)
-            m = trainer.step(samples)
-            att["metrics"] = m
-            att["delta_norm"] = delta_norm(before, merged_state_dict(trainer.model))
-        attempts.append(att)
-        log(f"  harness {harness}: {json.dumps(att, default=str)[:600]}")
-        if samples and att.get("delta_norm"):
+        res["codex_disable"] = e.a.codex_disable if harness == "codex" else []
+        attempts.append(res)
+        if res["delta_norm"]:
             break
     return {"attempts": attempts}
+
+
+def steps_table(title: str, steps: Sequence[dict[str, Any]]) -> list[str]:
+    out = [
+        f"#### {title}",
+        "",
+        "| step | policy after | rewards (- = infra failure) | mean | mean abs adv | grad norm | step Δθ "
+        "norm "
+        "| tokens forwarded | IS mean abs dlogp | model calls (malformed) | rollout s | update s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for st in steps:
+        m = st.get("metrics") or {}
+        rw = ", ".join("-" if r is None else f"{r:.2f}" for r in st["rewards"])
+        out.append(
+            f"| {st['step']} | {st['policy_version']} | {rw} | {_f(st['mean_reward'], 3)} | "
+            f"{_f(m.get('adv_abs_mean'), 3)} | {_f(m.get('grad_norm'), 3)} | "
+            f"{_f(st.get('step_delta_norm'), 4)} | {m.get('tokens_forwarded', '-')} | "
+            f"{_e(m.get('is/mean_abs_dlogp'))} | {st.get('model_calls', '-')} "
+            f"({st.get('malformed_calls', '-')}) | {st['rollout_s']} | {st['update_s']} |"
+        )
+    return [*out, ""]
 
 
 def stage_report(e: Exp) -> dict[str, Any]:
@@ -525,31 +590,24 @@ def render_report(e: Exp, data: dict[str, Any], table: str) -> str:
         "",
     ]
     if grpo.get("steps"):
-        out += [
-            "### GRPO steps (loop)",
-            "",
-            "| step | policy | rewards | mean | mean abs adv | grad norm | IS mean abs dlogp "
-            "| rollout s | update s |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for st in grpo["steps"]:
-            m = st.get("metrics") or {}
-            rw = ", ".join("-" if r is None else f"{r:.2f}" for r in st["rewards"])
-            out.append(
-                f"| {st['step']} | {st['policy_version']} | {rw} | {_f(st['mean_reward'], 3)} | "
-                f"{_f(m.get('adv_abs_mean'), 3)} | {_f(m.get('grad_norm'), 3)} | "
-                f"{_f(m.get('is/mean_abs_dlogp'), 3)} | {st['rollout_s']} | {st['update_s']} |"
-            )
-        out.append("")
+        out += steps_table("GRPO steps (loop)", grpo["steps"])
     h = data.get("harness") or {}
     if h.get("attempts"):
         out += ["### (d) GRPO through a real harness", ""]
         for att in h["attempts"]:
-            out.append(
-                f"* **{att['harness']}**: "
-                + json.dumps({k: v for k, v in att.items() if k != "harness"}, default=str)[:1500]
+            if "error" in att:
+                out += [f"* **{att['harness']}**: {att['error']}", ""]
+                continue
+            flags = (
+                f", codex `--disable {','.join(att['codex_disable'])}`" if att.get("codex_disable") else ""
             )
-        out.append("")
+            out += [
+                f"**{att['harness']}**{flags}: tasks {att['tasks']} × group {att['group']}, from "
+                f"`{att['checkpoint_in']}`, LoRA {att['lora']}, lr {att['lr']}; weights pushed "
+                f"{att['pushed'] or 'never'}; parameter delta norm over the run **{att['delta_norm']:.4f}**.",
+                "",
+                *steps_table(f"{att['harness']} steps", att["steps"]),
+            ]
     out += [
         "### Model-call statistics (held-out evals)",
         "",
@@ -579,6 +637,10 @@ def render_report(e: Exp, data: dict[str, Any], table: str) -> str:
 
 def _f(x: Any, nd: int = 1) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _e(x: Any) -> str:
+    return "-" if x is None else f"{x:.1e}"
 
 
 # ---------------------------------------------------------------- main
@@ -612,9 +674,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grpo-lora", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--harnesses", default="claude-code,qwen,codex,opencode", help="tried in order for (d)")
     p.add_argument("--harness-group", type=int, default=4)
+    p.add_argument("--harness-steps", type=int, default=3, help="GRPO steps through the harness")
+    p.add_argument("--harness-tasks", type=int, default=2, help="tasks per harness GRPO step")
+    p.add_argument(
+        "--harness-task-ids",
+        default="",
+        help="comma list for (d): training-suite task ids or Claw-Eval task dirs",
+    )
+    p.add_argument("--pack-scope", choices=("rollout", "group"), default="group", help="RL tree packing")
+    p.add_argument("--codex-disable", default="", help="extra codex features to turn off, e.g. shell_tool")
     p.add_argument("--harness-checkpoint", default=None, help="default: grpo/sft final, else smollm2")
     a = p.parse_args(argv)
     a.harnesses = [h for h in a.harnesses.split(",") if h]
+    a.codex_disable = [f for f in a.codex_disable.split(",") if f]
+    a.harness_task_ids = [t for t in a.harness_task_ids.split(",") if t]
     a.stages = [s for s in a.stages.split(",") if s]
     bad = sorted(set(a.stages) - set(STAGES))
     if bad:
