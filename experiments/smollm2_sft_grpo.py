@@ -14,8 +14,9 @@ Stages:
 * ``sft``         (b) SFT (full or LoRA) on the curated demos; merged checkpoint exported; then ``sft_eval``
 * ``grpo``        (c) GRPO continued from (b): rollouts (group ``--grpo-group``) → trees → ``RLTrainer.step``,
                   weights pushed to the backend between steps; merged checkpoint exported; then ``grpo_eval``
-* ``harness``     (d) one GRPO step on rollouts through a real CLI harness (first that yields samples
-                  among ``--harnesses``); reports the parameter delta norm of the update
+* ``harness``     (d) ``--harness-steps`` GRPO steps through a real CLI harness (the first of ``--harnesses``
+                  that runs) on ``--harness-task-ids`` (training-suite ids or Claw-Eval task dirs),
+                  weights pushed to the serving backend between steps; reports per-step parameter deltas
 * ``report``      table, reward curve PNG, metrics JSON
 
 Task limits: the built-in loop reads ``spec.limits.max_turns``; this script caps it (and the timeout)
