@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from coworkenv.errors import CoworkError
@@ -64,8 +65,21 @@ class JobState:
 # ---------------------------------------------------------------- stages
 
 
+def _bar(st: JobState, label: str) -> Progress:
+    """The job's progress bar for one stage (cleared when the stage ends)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=st.console,
+        transient=True,
+    )
+
+
 def stage_synth(st: JobState) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coworkenv.synth.cli import GeneratorKind, make_generator
     from coworkenv.synth.pipeline import synthesize
@@ -90,14 +104,7 @@ def stage_synth(st: JobState) -> dict[str, Any]:
         discriminator=True,
         faults=[],
     )
-    with Progress(
-        TextColumn("[bold]synth[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=st.console,
-        transient=True,
-    ) as bar:
+    with _bar(st, "synth") as bar:
         task = bar.add_task("synth", total=len(plan.slots))
         run = synthesize(
             plan,
@@ -201,7 +208,6 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     import shutil
 
     import torch
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coworkenv.models import load_causal_lm
     from coworkenv.rl.config import SFTConfig
@@ -240,14 +246,7 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     torch.manual_seed(st.cfg.seed)
     examples = build_examples(read_sft_jsonl(cfg.data), tok, max_len=cfg.max_len)
     trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
-    with Progress(
-        TextColumn("[bold]sft[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=st.console,
-        transient=True,
-    ) as bar:
+    with _bar(st, "sft") as bar:
         task = bar.add_task("sft", total=c.steps)
         res = trainer.train(examples, progress=lambda done, _total: bar.update(task, completed=done))
     final = trainer.export()
