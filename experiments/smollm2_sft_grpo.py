@@ -52,12 +52,10 @@ def reset_peak_rss() -> None:
 
 
 def peak_rss_mb() -> float:
-    try:
+    with contextlib.suppress(OSError):  # not Linux: fall back to getrusage
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
