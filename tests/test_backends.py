@@ -302,7 +302,7 @@ async def test_embedded_stops_at_end_ids_and_excludes_them_from_text(tokenizer: 
     assert {0, 2} <= EmbeddedBackend(tiny, tokenizer).end_ids  # <|endoftext|>, <|im_end|>
 
 
-async def test_embedded_does_not_block_the_event_loop_and_serializes(tokenizer: Any, tiny: Any) -> None:
+async def test_embedded_does_not_block_the_event_loop(tokenizer: Any, tiny: Any) -> None:
     from coworkenv.proxy.backends.embedded import EmbeddedBackend
 
     backend = EmbeddedBackend(tiny, tokenizer, seed=0, max_new_tokens=40)

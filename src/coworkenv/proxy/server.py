@@ -11,8 +11,9 @@ Contract:
 * Every model call under a valid prefix (parsed or not, successful or not) becomes exactly one
   :class:`CapturedCall` in the :class:`CaptureStore`, written before the harness gets its answer.
   ``seq`` is the arrival order within the rollout. Bad bodies → 400; backend failures
-  (:class:`BackendError`) → 502 (504 for ``kind == "timeout"``); anything else → 500 — all recorded
-  with ``error`` set.
+  (:class:`BackendError`) → 502 (504 for ``kind == "timeout"``; 400 for ``context_length``, a prompt
+  longer than the model's context, which is never truncated silently); anything else → 500 — all
+  recorded with ``error`` set.
 * Streaming is buffered pseudo-streaming: the backend produces the whole turn; while it runs, an SSE
   keep-alive comment goes out every ``keepalive_s`` (the 200 status is committed only then, so a
   failure within the first interval still gets a real 5xx status; a later one ends the stream with
@@ -79,6 +80,10 @@ def _dialect_for(path: str) -> Dialect:
     if "responses" in path:
         return _RESPONSES
     return _CHAT
+
+
+# BackendError kinds that are not a 502: the engine timed out, or the request cannot fit the model
+_BACKEND_STATUS = {"timeout": 504, "context_length": 400}
 
 
 @dataclass(slots=True, eq=False)
@@ -352,7 +357,7 @@ class ProxyServer:
         except RequestError as exc:
             call.error = (400, "invalid_request", f"invalid {call.dialect.name} request: {exc}")
         except BackendError as exc:
-            call.error = (504 if exc.kind == "timeout" else 502, exc.kind, str(exc))
+            call.error = (_BACKEND_STATUS.get(exc.kind, 502), exc.kind, str(exc))
         except Exception as exc:  # a bug in a backend: answer and record, never crash the server
             log.exception("backend %s failed on rollout %s", call.backend.name, call.rollout.rollout_id)
             call.error = (500, "internal", f"{type(exc).__name__}: {exc}")

@@ -3,7 +3,10 @@
 :func:`make_backend` builds one from a spec string ``KIND[:TARGET][?key=value&...]``:
 
 * ``embedded`` / ``embedded:CHECKPOINT_DIR`` — SmolLM2 (or a saved checkpoint) on CPU;
-  options ``seed``, ``temperature``, ``top_p``, ``max_tokens``, ``codec``, ``version``.
+  options ``seed``, ``temperature``, ``top_p``, ``max_tokens``, ``codec``, ``version``, and the
+  engine's: ``engine`` (``batched``, the default: continuous batching + prefix KV cache; or
+  ``serial``), ``max_batch`` (concurrent requests per step, 32), ``cache_tokens`` (prefix-cache
+  budget in tokens, 65536).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
   ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
 * ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
@@ -29,7 +32,7 @@ from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 KINDS = ("embedded", "scripted", "vllm", "sglang", "openai", "passthrough")
 
 _FLOATS = ("temperature", "top_p", "fault_rate")
-_INTS = ("seed", "max_tokens", "fault_seed")
+_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens")
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
@@ -82,7 +85,21 @@ def make_backend(spec: str) -> Backend:
         from coworkenv.models import EMBEDDED
         from coworkenv.proxy.backends.embedded import EmbeddedBackend
 
-        opts = _take(options, spec, ("seed", "temperature", "top_p", "max_tokens", "codec", "version"))
+        opts = _take(
+            options,
+            spec,
+            (
+                "seed",
+                "temperature",
+                "top_p",
+                "max_tokens",
+                "codec",
+                "version",
+                "engine",
+                "max_batch",
+                "cache_tokens",
+            ),
+        )
         if "max_tokens" in opts:
             opts["max_new_tokens"] = opts.pop("max_tokens")
         return EmbeddedBackend.from_checkpoint(target or EMBEDDED, **opts)

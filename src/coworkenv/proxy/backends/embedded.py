@@ -12,10 +12,14 @@ logits divided by the temperature, then nucleus (top-p) filtered and renormalize
 correction needs; with temperature 1 and top_p 1 it equals the model's own log-probability.
 Temperature 0 means greedy decoding; the logprobs are then the model's (temperature-1) ones.
 
-Sampling is seeded (one ``torch.Generator`` per backend, advanced call after call). Generation is
-serialized by a lock and runs in a worker thread, so the event loop stays free; ``set_weights``
-takes the same lock, so weights never change in the middle of a turn, and every Completion
-carries the ``policy_version`` it was generated with.
+Engines (``engine=``): ``batched`` (the default for Llama-family models) serves every concurrent
+request together with continuous batching and a prefix KV cache
+(:mod:`coworkenv.proxy.backends.batching`); each request samples with its own seeded generator
+(seed, arrival number). ``serial`` is the earlier engine, kept as the baseline and for other
+architectures: one request at a time under a lock, a full prefill every call, one generator
+advanced call after call. Either way generation runs off the event loop; ``set_weights`` waits
+until no response is in progress (new ones wait for it), so weights never change in the middle of
+a turn, and every Completion carries the ``policy_version`` it was generated with.
 """
 
 from __future__ import annotations
@@ -23,21 +27,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from coworkenv.models import EMBEDDED, ModelError, embedded_checkpoint, load_causal_lm
 from coworkenv.proxy.backends.base import BackendError, Completion
+from coworkenv.proxy.backends.batching import BatchEngine, Generation, supports
 from coworkenv.proxy.codecs import Codec, get_codec
 from coworkenv.proxy.codecs.base import count_tool_calls
 from coworkenv.proxy.messages import ChatRequest, FinishReason
-
-
-@dataclass(frozen=True)
-class Generation:
-    output_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    finish_reason: FinishReason
 
 
 def smollm2_tokenizer() -> Any:
@@ -108,6 +105,9 @@ class EmbeddedBackend:
         temperature: float = 1.0,
         top_p: float = 1.0,
         version: str = "0",
+        engine: str = "batched",
+        max_batch: int = 32,
+        cache_tokens: int = 65_536,
     ) -> None:
         import torch
 
@@ -125,6 +125,19 @@ class EmbeddedBackend:
         ends.update(vocab.get(text) for text in (*self.codec.stop_texts, "<|im_end|>", "<|endoftext|>"))
         self.end_ids = frozenset(int(t) for t in ends if isinstance(t, int))
         self.context_limit = int(getattr(model.config, "max_position_embeddings", 8192))
+        if engine not in ("batched", "serial"):
+            raise ModelError(f"engine={engine!r}: use 'batched' (continuous batching) or 'serial'")
+        self.engine: BatchEngine | None = None
+        if engine == "batched" and supports(model):
+            self.engine = BatchEngine(
+                model,
+                end_ids=self.end_ids,
+                decode=lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
+                seed=seed,
+                version=version,
+                max_batch=max_batch,
+                cache_tokens=cache_tokens,
+            )
 
     @classmethod
     def from_checkpoint(cls, path: str = EMBEDDED, **kwargs: Any) -> EmbeddedBackend:
@@ -135,14 +148,20 @@ class EmbeddedBackend:
 
     @property
     def policy_version(self) -> str:
-        return self._version
+        return self.engine.version if self.engine is not None else self._version
+
+    def close(self) -> None:
+        """Stop the batching engine's worker thread (requests still queued fail as ``closed``)."""
+        if self.engine is not None:
+            self.engine.close()
 
     def set_weights(self, weights: Mapping[str, Any] | Any, version: str) -> None:
         """Load new weights (a state dict or a model with the same architecture) and name them.
 
         Waits for the current turn to finish; tensors are copied, the caller keeps its own."""
         state = weights.state_dict() if hasattr(weights, "state_dict") else weights
-        with self._lock:
+
+        def load() -> None:
             try:
                 self.model.load_state_dict(state, strict=True)
             except RuntimeError as exc:
@@ -151,28 +170,52 @@ class EmbeddedBackend:
                     f"set_weights({version!r}): the weights do not fit the embedded model's "
                     f"architecture ({' '.join(first)[:300]}); push a state dict of the same model"
                 ) from None
+
+        if self.engine is not None:
+            self.engine.swap(load, version)
+            return
+        with self._lock:
+            load()
             self._version = version
 
     async def complete(self, request: ChatRequest) -> Completion:
-        return await asyncio.to_thread(self._complete_locked, request)
+        if self.engine is None:
+            return await asyncio.to_thread(self._complete_locked, request)
+        rendered, limit, temperature, top_p, stops = self._prepare(request)
+        future = self.engine.submit(rendered.ids, limit, temperature, top_p, stops)
+        try:
+            gen = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            self.engine.cancel(future)
+            raise
+        return self._completion(request, rendered.ids, gen)
 
     # ------------------------------------------------------------ generation
 
+    def _prepare(self, request: ChatRequest) -> tuple[Any, int, float, float, tuple[str, ...]]:
+        """Render and check a request: (rendered prompt, max new tokens, temperature, top_p, stops)."""
+        rendered = self.codec.render(request, self.tokenizer)
+        room = self.context_limit - len(rendered.ids)
+        if room <= 0:
+            raise BackendError(
+                "context_length",
+                f"the prompt is {len(rendered.ids)} tokens and the model's context is "
+                f"{self.context_limit}; shorten the conversation or the tool list",
+            )
+        limit = min(request.max_tokens or self.max_new_tokens, self.max_new_tokens, room)
+        temperature = self.temperature if request.temperature is None else request.temperature
+        top_p = self.top_p if request.top_p is None else request.top_p
+        extra = tuple(s for s in request.stop if s not in self.codec.stop_texts)
+        return rendered, limit, temperature, top_p, extra
+
     def _complete_locked(self, request: ChatRequest) -> Completion:
         with self._lock:
-            version = self._version
-            rendered = self.codec.render(request, self.tokenizer)
-            room = self.context_limit - len(rendered.ids)
-            if room <= 0:
-                raise BackendError(
-                    "context_length",
-                    f"prompt of {len(rendered.ids)} tokens exceeds the model's {self.context_limit}",
-                )
-            limit = min(request.max_tokens or self.max_new_tokens, self.max_new_tokens, room)
-            temperature = self.temperature if request.temperature is None else request.temperature
-            top_p = self.top_p if request.top_p is None else request.top_p
-            stops = (*self.codec.stop_texts, *request.stop)
+            rendered, limit, temperature, top_p, stops = self._prepare(request)
             gen = self.generate(rendered.ids, limit, temperature, top_p, stops)
+            gen = Generation(gen.output_ids, gen.logprobs, gen.finish_reason, self._version)
+        return self._completion(request, rendered.ids, gen)
+
+    def _completion(self, request: ChatRequest, prompt_ids: Sequence[int], gen: Generation) -> Completion:
         body = [t for t in gen.output_ids if t not in self.end_ids]
         text = str(self.tokenizer.decode(body, skip_special_tokens=True))
         for stop in request.stop:
@@ -188,12 +231,12 @@ class EmbeddedBackend:
         return Completion(
             turn=turn,
             text=text,
-            prompt_ids=rendered.ids,
+            prompt_ids=tuple(prompt_ids),
             output_ids=gen.output_ids,
             logprobs=gen.logprobs,
-            policy_version=version,
+            policy_version=gen.policy_version,
             model=request.model or self.name,
-            usage_prompt_tokens=len(rendered.ids),
+            usage_prompt_tokens=len(prompt_ids),
             usage_completion_tokens=len(gen.output_ids),
         )
 
@@ -205,13 +248,14 @@ class EmbeddedBackend:
         top_p: float,
         stop_texts: Sequence[str] = (),
     ) -> Generation:
-        """Sample up to ``max_new`` tokens after ``prompt_ids`` with a KV cache (caller holds the lock)."""
+        """The serial engine: sample up to ``max_new`` tokens after ``prompt_ids`` with a KV cache
+        (caller holds the lock); ``stop_texts`` are stops beyond the end ids."""
         import torch
 
         out: list[int] = []
         lps: list[float] = []
         finish: FinishReason = "length"
-        extra_stops = [s for s in stop_texts if s not in self.codec.stop_texts]
+        extra_stops = list(stop_texts)
         with torch.inference_mode():
             result = self.model(input_ids=torch.tensor([list(prompt_ids)]), use_cache=True, logits_to_keep=1)
             for _ in range(max_new):
