@@ -345,7 +345,7 @@ async def test_embedded_rejects_a_prompt_over_the_context(tokenizer: Any, tiny: 
 
     backend = EmbeddedBackend(tiny, tokenizer)
     backend.context_limit = 20
-    with pytest.raises(BackendError, match="exceeds") as err:
+    with pytest.raises(BackendError, match="context is 20") as err:
         await backend.complete(ChatRequest(messages=(user("word " * 50),)))
     assert err.value.kind == "context_length"
 

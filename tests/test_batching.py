@@ -100,7 +100,6 @@ async def test_outputs_do_not_depend_on_what_else_is_in_the_batch(tiny: Any, tok
 async def test_a_request_joins_a_running_batch(tiny: Any, tokenizer: Any) -> None:
     b = backend(tiny, tokenizer, temperature=0.0)
     b.end_ids = frozenset()
-    b.engine.end_ids = frozenset()
     long = asyncio.ensure_future(b.complete(request("long one", 60)))
     while b.engine.stats.decoded < 5:
         await asyncio.sleep(0.01)
@@ -118,7 +117,6 @@ async def test_a_weight_push_waits_for_running_responses_and_never_mixes(tiny: A
 
     b = backend(tiny, tokenizer, temperature=0.0, version="v0")
     b.end_ids = frozenset()
-    b.engine.end_ids = frozenset()
     old = tiny_random_model(tokenizer, layers=3)
     old.load_state_dict(tiny.state_dict())
     new = tiny_random_model(tokenizer, seed=5, layers=3)
@@ -170,7 +168,6 @@ async def test_a_failed_step_fails_only_its_requests(tiny: Any, tokenizer: Any, 
 async def test_cancelling_a_call_frees_its_slot(tiny: Any, tokenizer: Any) -> None:
     b = backend(tiny, tokenizer)
     b.end_ids = frozenset()
-    b.engine.end_ids = frozenset()
     task = asyncio.ensure_future(b.complete(request("to be cancelled", 200)))
     while b.engine.stats.decoded < 2:
         await asyncio.sleep(0.01)

@@ -123,7 +123,7 @@ class EmbeddedBackend:
         ends = {tokenizer.eos_token_id, getattr(model.config, "eos_token_id", None)}
         vocab = tokenizer.get_vocab()
         ends.update(vocab.get(text) for text in (*self.codec.stop_texts, "<|im_end|>", "<|endoftext|>"))
-        self.end_ids = frozenset(int(t) for t in ends if isinstance(t, int))
+        self._end_ids = frozenset(int(t) for t in ends if isinstance(t, int))
         self.context_limit = int(getattr(model.config, "max_position_embeddings", 8192))
         if engine not in ("batched", "serial"):
             raise ModelError(f"engine={engine!r}: use 'batched' (continuous batching) or 'serial'")
@@ -131,7 +131,7 @@ class EmbeddedBackend:
         if engine == "batched" and supports(model):
             self.engine = BatchEngine(
                 model,
-                end_ids=self.end_ids,
+                end_ids=self._end_ids,
                 decode=lambda ids: str(tokenizer.decode(list(ids), skip_special_tokens=False)),
                 seed=seed,
                 version=version,
@@ -145,6 +145,17 @@ class EmbeddedBackend:
         model, tok = load_causal_lm(path)
         kwargs.setdefault("version", path if path == EMBEDDED else str(path).rstrip("/").rsplit("/", 1)[-1])
         return cls(model, tok, **kwargs)
+
+    @property
+    def end_ids(self) -> frozenset[int]:
+        """Token ids that end a turn (kept in the output ids, stripped from the text)."""
+        return self._end_ids
+
+    @end_ids.setter
+    def end_ids(self, ids: frozenset[int]) -> None:
+        self._end_ids = frozenset(ids)
+        if self.engine is not None:
+            self.engine.end_ids = self._end_ids
 
     @property
     def policy_version(self) -> str:
