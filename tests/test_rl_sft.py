@@ -135,3 +135,83 @@ def test_lora_defaults_match_paper() -> None:
     assert (m.lora.r, m.lora.alpha, m.lora.dropout) == (32, 64, 0.05)
     model, _ = build_policy(ModelConfig(lora=None), tiny_llama(64, hidden=32), None)
     assert all(p.requires_grad for p in model.parameters())
+
+
+def _conversation(family: str, i: int) -> dict[str, Any]:
+    """Conversations of one family share a long system prompt and tool list; each differs after."""
+    conv = json.loads(json.dumps(CONV))
+    conv["messages"][0]["content"] = f"You help the {family} team. " * 8
+    conv["messages"][1]["content"] = f"Close ticket {i}."
+    conv["messages"][4]["content"] = f"Done: ticket {i} is closed."
+    return conv
+
+
+def _grads(model: Any) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_packed_sft_matches_unpacked_loss_and_gradients(tmp_path: Path, lora: bool) -> None:
+    p = tmp_path / "sft.jsonl"
+    rows = [_conversation(f, i) for f in ("billing", "support") for i in range(3)] + [CONV, CONV]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    examples = build_examples(read_sft_jsonl(p), ByteTok(), max_len=4096)
+    base = tiny_llama(256)
+
+    def trainer(pack: bool) -> SFTTrainer:
+        cfg = parse_config(
+            SFTConfig,
+            {
+                "data": str(p),
+                "model": {"lora": {"r": 4, "alpha": 8, "dropout": 0.0} if lora else None},
+                "pack": pack,
+                "run": {"out_dir": str(tmp_path / f"out-{pack}"), "resume": False},
+            },
+        )
+        model = tiny_llama(256)
+        model.load_state_dict(base.state_dict())
+        return SFTTrainer(cfg, model=model, tokenizer=ByteTok(), log_metrics=False)
+
+    plain, packed = trainer(False), trainer(True)
+    assert packed.packed
+    assert not plain.packed
+    if lora:  # nonzero B so that LoRA gradients reach A as well
+        with torch.no_grad():
+            for pl, pk in zip(plain.model.parameters(), packed.model.parameters(), strict=True):
+                if pl.requires_grad:
+                    pl.normal_(0, 0.02)
+                    pk.copy_(pl)
+    n_tok = sum(sum(e.mask[1:]) for e in examples)
+    plain_loss = 0.0
+    for e in examples:
+        loss, _ = plain._loss([e])
+        (loss / n_tok).backward()
+        plain_loss += float(loss.detach())
+    forwarded = 0
+    packed_loss = 0.0
+    for loss, n_fwd in packed._packed_losses(examples):
+        (loss / n_tok).backward()
+        packed_loss += float(loss.detach())
+        forwarded += n_fwd
+    assert packed_loss == pytest.approx(plain_loss, rel=1e-5)
+    g_plain, g_packed = _grads(plain.model), _grads(packed.model)
+    assert g_plain.keys() == g_packed.keys()
+    assert g_plain
+    for name, g in g_plain.items():
+        torch.testing.assert_close(g_packed[name], g, rtol=1e-4, atol=1e-6, msg=name)
+    # the shared system prompts and tool lists were forwarded once per family, not once per row
+    assert forwarded < 0.6 * sum(len(e.ids) for e in examples)
+
+
+def test_packing_splits_at_the_token_budget(tmp_path: Path) -> None:
+    from coworkenv.rl.sft import pack_examples
+
+    p = tmp_path / "sft.jsonl"
+    p.write_text("\n".join(json.dumps(_conversation("ops", i)) for i in range(4)) + "\n")
+    examples = build_examples(read_sft_jsonl(p), ByteTok(), max_len=4096)
+    longest = max(len(e.ids) for e in examples)
+    units = pack_examples(examples, max_nodes=longest + 10)
+    assert len(units) > 1
+    assert all(len(u) <= longest + 10 for u in units)
+    supervised = sum(sum(e.mask[1:]) for e in examples)
+    assert sum(sum(u.weight[i] for i in u.train_idx) for u in units) == supervised

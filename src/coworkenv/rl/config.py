@@ -82,6 +82,14 @@ class SFTConfig(BaseModel):
     batch_size: int = Field(1, gt=0)
     grad_accum: int = Field(8, gt=0)
     max_len: int = Field(4096, gt=8)
+    pack: bool = Field(
+        True,
+        description="pack each optimizer step's conversations into prefix tries: a system prompt and "
+        "tool list shared by several conversations is forwarded once; loss and gradients are unchanged",
+    )
+    pack_tokens: int = Field(
+        8192, gt=8, description="most tokens (trie nodes) forwarded at once when packing"
+    )
 
 
 class RLConfig(BaseModel):

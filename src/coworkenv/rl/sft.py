@@ -11,8 +11,16 @@ Contract:
   prompt does not extend the earlier text, a new example starts. Examples are truncated to
   ``max_len``.
 * :class:`SFTTrainer` trains (LoRA or full) with gradient accumulation; the loss is the mean over
-  supervised tokens of each optimizer step; checkpoints resume; metrics go to ``metrics.jsonl``;
+  supervised tokens of each optimizer step; checkpoints resume; metrics go to ``metrics.jsonl``
+  (loss, supervised and forwarded tokens, and both per second);
   :meth:`SFTTrainer.export` writes a merged checkpoint that :func:`coworkenv.models.load_causal_lm` reads.
+* Packing (``pack``, the default): an optimizer step's conversations are merged into prefix tries
+  (:func:`pack_examples`, at most ``pack_tokens`` nodes each) and forwarded through tree attention
+  (:mod:`coworkenv.rl.attention`), so a prefix shared by several conversations — the system prompt
+  and tool list of a task family — is forwarded once, with no padding. A trained node shared by
+  ``n`` conversations carries weight ``n``, so the loss (and its gradient) equals the unpacked
+  one. Batches are bucketed by prefix (shuffled, grouped by their first tokens, then the batches
+  shuffled) so conversations that share a prefix land in the same step.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import torch
 
 from coworkenv.errors import SpecError
 from coworkenv.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
+from coworkenv.rl.attention import use_tree_attention
 from coworkenv.rl.common import (
     MetricsLog,
     build_policy,
@@ -39,6 +48,7 @@ from coworkenv.rl.common import (
     seed_all,
 )
 from coworkenv.rl.config import SFTConfig
+from coworkenv.rl.packing import Unit, forward_logprobs
 
 
 @dataclass(frozen=True)
@@ -166,11 +176,72 @@ def build_examples(
     return out
 
 
-def _batches(examples: Sequence[SFTExample], size: int, rng: random.Random) -> Iterator[list[SFTExample]]:
+def _batches(
+    examples: Sequence[SFTExample], size: int, rng: random.Random, *, bucket: bool = False
+) -> Iterator[list[SFTExample]]:
     order = list(range(len(examples)))
     rng.shuffle(order)
-    for i in range(0, len(order), size):
-        yield [examples[j] for j in order[i : i + size]]
+    if not bucket:
+        for i in range(0, len(order), size):
+            yield [examples[j] for j in order[i : i + size]]
+        return
+    # shuffled, then grouped by their opening tokens (a stable sort keeps the shuffle inside a group)
+    order.sort(key=lambda j: examples[j].ids[:PREFIX_KEY])
+    chunks = [order[i : i + size] for i in range(0, len(order), size)]
+    rng.shuffle(chunks)
+    for chunk in chunks:
+        yield [examples[j] for j in chunk]
+
+
+PREFIX_KEY = 512  # tokens compared when bucketing conversations by their shared prefix
+
+
+def pack_examples(examples: Sequence[SFTExample], max_nodes: int) -> list[Unit]:
+    """Prefix tries over ``examples`` (each at most ``max_nodes`` nodes, one example at least).
+
+    Nodes merge when parent, token and loss mask agree; a trained node's weight counts the examples
+    through it, so the weighted loss over the tries equals the sum over the examples."""
+    units: list[Unit] = []
+    cur: Unit | None = None
+    index: dict[tuple[int, int, int], int] = {}
+    count = 0
+    for e in examples:
+        if cur is not None and len(cur) + len(e.ids) > max_nodes:
+            # would it fit once shared nodes merge? measure the new nodes it needs
+            fresh, parent = 0, -1
+            for tok, m in zip(e.ids, e.mask, strict=True):
+                node = index.get((parent, tok, m))
+                if node is None:
+                    fresh = len(e.ids)  # diverged: everything after is new (upper bound is fine)
+                    break
+                parent = node
+            if len(cur) + fresh > max_nodes:
+                cur.tree = count > 1
+                units.append(cur.finalize())
+                cur = None
+        if cur is None:
+            cur, index, count = Unit("sft", [], [], [], [], [], [], [], tree=True), {}, 0
+        count += 1
+        parent = -1
+        for tok, m in zip(e.ids, e.mask, strict=True):
+            key = (parent, tok, m)
+            node = index.get(key)
+            if node is None:
+                node = index[key] = len(cur.tokens)
+                cur.tokens.append(tok)
+                cur.parent.append(parent)
+                cur.pos.append(0 if parent < 0 else cur.pos[parent] + 1)
+                cur.mask.append(float(m))
+                cur.weight.append(0.0)
+                cur.logp_rollout.append(0.0)
+                cur.adv.append(0.0)
+            if m:
+                cur.weight[node] += 1.0
+            parent = node
+    if cur is not None:
+        cur.tree = count > 1
+        units.append(cur.finalize())
+    return units
 
 
 class SFTTrainer:
@@ -190,6 +261,7 @@ class SFTTrainer:
         self.optimizer = torch.optim.AdamW(
             self.trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
         )
+        self.packed = cfg.pack and use_tree_attention(self.model)
         self.step_count = 0
         self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics)
         if cfg.run.resume and (ck := latest_checkpoint(cfg.run.out_dir)) is not None:
@@ -216,6 +288,21 @@ class SFTTrainer:
         loss = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="sum")
         return loss, int(keep.sum())
 
+    def _packed_losses(self, group: Sequence[SFTExample]) -> Iterator[tuple[torch.Tensor, int]]:
+        """(summed loss, tokens forwarded) per trie of a step's conversations."""
+        for unit in pack_examples(group, self.cfg.pack_tokens):
+            ((logp, _),) = forward_logprobs(self.model, [unit])
+            w = torch.tensor([unit.weight[i] for i in unit.train_idx], dtype=logp.dtype)
+            yield -(w * logp).sum(), len(unit)
+
+    def _losses(self, group: Sequence[Sequence[SFTExample]]) -> Iterator[tuple[torch.Tensor, int]]:
+        if self.packed:
+            yield from self._packed_losses([e for b in group for e in b])
+            return
+        for b in group:
+            loss, _ = self._loss(b)
+            yield loss, len(b) * max(len(e.ids) for e in b)
+
     def train(
         self, examples: Sequence[SFTExample], *, progress: Callable[[int, int], None] | None = None
     ) -> dict[str, Any]:
@@ -229,22 +316,28 @@ class SFTTrainer:
         last: dict[str, Any] = {}
         step = 0
         for _epoch in range(cfg.epochs):
-            batches = list(_batches(examples, cfg.batch_size, rng))
-            for k in range(0, len(batches), cfg.grad_accum):
+            batches = list(
+                _batches(
+                    examples, cfg.batch_size * (cfg.grad_accum if self.packed else 1), rng, bucket=self.packed
+                )
+            )
+            accum = 1 if self.packed else cfg.grad_accum
+            for k in range(0, len(batches), accum):
                 step += 1
                 if step <= self.step_count:
                     continue  # resumed: these updates were already applied (same shuffle, same seed)
                 if step > total:
                     break
                 t0 = time.perf_counter()
-                group = batches[k : k + cfg.grad_accum]
+                group = batches[k : k + accum]
                 n_tok = sum(sum(e.mask[1:]) for b in group for e in b)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_sum = 0.0
-                for b in group:
-                    loss, _ = self._loss(b)
+                forwarded = 0
+                for loss, n_fwd in self._losses(group):
                     (loss / max(n_tok, 1)).backward()
                     loss_sum += float(loss.detach())
+                    forwarded += n_fwd
                 gnorm = float(torch.nn.utils.clip_grad_norm_(self.trainable, cfg.optim.grad_clip))
                 for g in self.optimizer.param_groups:
                     w = cfg.optim.warmup_steps
@@ -252,11 +345,15 @@ class SFTTrainer:
                 if torch.isfinite(torch.tensor(gnorm)):
                     self.optimizer.step()
                 self.step_count = step
+                dt = time.perf_counter() - t0
                 last = {
                     "loss": loss_sum / max(n_tok, 1),
                     "tokens": n_tok,
+                    "forwarded": forwarded,
+                    "supervised_tok_s": n_tok / dt,
+                    "forwarded_tok_s": forwarded / dt,
                     "grad_norm": gnorm,
-                    "step_s": time.perf_counter() - t0,
+                    "step_s": dt,
                 }
                 self.metrics.log(step, last)
                 if progress:
