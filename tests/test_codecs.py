@@ -43,7 +43,9 @@ def convo() -> ChatRequest:
 def test_smollm2_puts_tools_and_an_example_call_in_the_system_prompt() -> None:
     text = get_codec("smollm2").render_text(convo())
     system = text.split("<|im_end|>")[0]
-    assert system.startswith("<|im_start|>system\nYou are a support agent.")
+    # the tool block first (shared by a task family), the caller's system text (per task) after it
+    assert system.startswith("<|im_start|>system\nYou can call tools.")
+    assert system.endswith("\n\nYou are a support agent.")
     assert '"name": "helpdesk_list_tickets"' in system
     assert '"description": "List tickets"' in system
     assert '"required": ["status"]' in system

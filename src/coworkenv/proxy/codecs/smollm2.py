@@ -1,8 +1,11 @@
 """SmolLM2-Instruct: ChatML whose template ignores ``tools``, so tools go into the system prompt.
 
-The system turn is the caller's system text (or SmolLM2's default) followed by a tool block: each
-tool as one JSON line (name, description, parameters), the call format and an example call built
-from the first tool's required parameters. Calls are written on one line,
+The system turn is a tool block — each tool as one JSON line (name, description, parameters), the
+call format and an example call built from the first tool's required parameters — followed by the
+caller's system text (or SmolLM2's default). The tool block comes first because it is what the
+conversations of a task family share, token for token, while the system text carries per-task
+details such as the date: the generation engine's prefix cache and SFT packing then share the
+whole tool block instead of stopping at the first differing character. Calls are written on one line,
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; tool results come back as a user turn
 of ``<tool_response>`` blocks. Without tools the rendering equals SmolLM2's own chat template.
 """
@@ -62,7 +65,7 @@ class SmolLM2Codec(Codec):
     def render_text(self, request: ChatRequest) -> str:
         def system(text: str | None) -> str:
             base = DEFAULT_SYSTEM if text is None else text
-            return base + (tool_block(request.tools) if request.tools else "")
+            return tool_block(request.tools).lstrip() + "\n\n" + base if request.tools else base
 
         return render_chatml(request, system, self.format_assistant)
 
