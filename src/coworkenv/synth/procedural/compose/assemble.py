@@ -173,11 +173,16 @@ def _who(ctx: Ctx) -> None:
 
 
 def _pad(ctx: Ctx) -> None:
+    """Reach the difficulty's step window: rule out the distractors, then re-read acted records."""
     a = ctx.anchor
     lo = ctx.rc.profile.steps[0]
-    extra = [(a.get_tool, {a.key: it.rid}) for it in ctx.near]
-    while len(ctx.reads) + len(ctx.writes) < lo and extra:
-        ctx.reads.insert(1 + len(ctx.items), extra.pop(0))
+    rule_out = [(a.get_tool, {a.key: it.rid}) for it in ctx.near]
+    verify = [(a.get_tool, {a.key: it.rid}) for it in ctx.actionable if a.act.per_item]
+    while len(ctx.reads) + len(ctx.writes) + len(ctx.verify) < lo and (rule_out or verify):
+        if rule_out:
+            ctx.reads.insert(1 + len(ctx.items), rule_out.pop(0))
+        else:
+            ctx.verify.append(verify.pop(0))
 
 
 def _forbid(ctx: Ctx) -> None:
@@ -240,7 +245,7 @@ def _emit(ctx: Ctx) -> None:
         b.step(tool, **args)
     if ctx.code:
         b.ask(str(b.user_sim["replies"][0]["text"]) if b.user_sim else "")
-    for tool, args in ctx.writes:
+    for tool, args in [*ctx.writes, *ctx.verify]:
         b.step(tool, **args)
     ids = ", ".join(it.rid for it in ctx.items)
     b.keywords("answer_names_matches", 8, *(it.rid for it in ctx.items))

@@ -30,6 +30,8 @@ class Ctx:
     trap: Item | None = None
     reads: list[Call] = field(default_factory=list)
     writes: list[Call] = field(default_factory=list)
+    verify: list[Call] = field(default_factory=list)
+    """Reads after the writes that confirm them (padding toward the step window)."""
     clauses: list[str] = field(default_factory=list)
     """Request sentences, in order (the anchor's selection first)."""
     done: list[str] = field(default_factory=list)

@@ -17,7 +17,7 @@ from datetime import date, timedelta
 
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Slot
-from coworkenv.synth.procedural.compose.anchors import ANCHORS
+from coworkenv.synth.procedural.compose.anchors import ANCHORS, TEMPORAL
 from coworkenv.synth.procedural.compose.recipe import recipe_for
 from coworkenv.synth.procedural.records import Rng, seed_int
 
@@ -39,14 +39,17 @@ def _slot(i: int, seed: int, pool: Sequence[str], prefix: str) -> Slot:
         raise SpecError.single(
             "plan", "services", f"{sorted(pool)} has no service that holds selectable records"
         )
-    anchor = r.choice(anchors)
     level = LEVELS[r.randrange(len(LEVELS))]
+    if level in ("hard", "D2.5"):  # the paper's D2.5 has temporal dependencies
+        anchors = [a for a in anchors if TEMPORAL & set(ANCHORS[a].conds)] or anchors
+    anchor = r.choice(anchors)
     size = {"easy": 2, "medium": 3, "D1.5": 3, "hard": 4, "D2.5": r.choice((4, 5))}[level]
     rest = [s for s in pool if s != anchor]
     r.shuffle(rest)
     services = (anchor, *rest[: size - 1])
     conds = list(ANCHORS[anchor].conds)
     r.shuffle(conds)
+    conds.sort(key=lambda c: level in ("hard", "D2.5") and c not in TEMPORAL)
     k = 2 if level in ("hard", "D2.5") and len(conds) > 1 else 1
     roll = r.random()
     mode = "safety" if roll < 1 / 6 else "multi_turn" if roll < 2 / 6 else ""

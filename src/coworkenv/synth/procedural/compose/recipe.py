@@ -253,20 +253,22 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
     hinted_n = [s for s in nouns if s not in hinted_w]
     order = [*hinted_w, *hinted_n, *[s for s in others if s not in hinted_w and s not in hinted_n]]
     cap = int(pinned.get("services", prof.max_services))
-    active = order[: max(0, cap - 1)]
     links: list[str] = []
     writes: list[str] = []
-    for s in active:
+    for s in order:  # give roles until the difficulty's service count is reached
+        if len(links) + len(writes) >= cap - 1:
+            break
         if s in ("crm", "contacts", "kb") or (s in ("notes", "documents") and not _has_policy(links)):
             links.append(s)
-        elif s in WRITERS and s != "notes":
+        elif s in WRITERS:
             writes.append(s)
     if "crm" in links and prof.level == 3:
         writes.append("crm")
-    if "contacts" in links and "gmail" not in active:
+    if "contacts" in links and "gmail" not in writes:
         writes.append("contacts")
     fillers = tuple(s for s in have if s != anchor and s not in links and s not in writes)
-    items = int(pinned.get("items", prof.items))
+    roles = 1 + len(set(links) | set(writes))
+    items = int(pinned.get("items", prof.items + (1 if prof.level == 3 and roles < 4 else 0)))
     safety = pinned.get("safety", "") in ("1", "true", "yes") if "safety" in pinned else is_safety(slot)
     mt_text = "multi-turn" in text or "multi_turn" in text or "ask the user" in text
     multi = (
