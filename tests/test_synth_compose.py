@@ -206,6 +206,10 @@ def test_structure_split_is_disjoint_and_deterministic() -> None:
     assert not tk & hk
     assert len({s.task_id for s in train + held}) == 50
     assert structure_split(40, 10, seed=3) == (train, held)
+    train, held = structure_split(30, 8, seed=1, by="selection")
+    sel = {structure_key(s, 1, "selection") for s in held}
+    assert sel
+    assert not sel & {structure_key(s, 1, "selection") for s in train}
     with pytest.raises(SpecError, match="selectable records"):
         structure_split(5, 5, seed=0, services=["contacts"])
 

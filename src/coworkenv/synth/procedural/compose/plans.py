@@ -76,19 +76,29 @@ def compose_plan(
     return [_slot(i, seed, pool, prefix) for i in range(n)]
 
 
-def structure_key(slot: Slot, seed: int = 0) -> str:
-    return recipe_for(slot, seed).key()
+def structure_key(slot: Slot, seed: int = 0, by: str = "full") -> str:
+    """The slot's structure key: ``full`` (:meth:`Recipe.key`) or ``selection`` (anchor and
+    conditions only — a coarser split where held-out tasks select records in ways train never did)."""
+    rc = recipe_for(slot, seed)
+    if by == "selection":
+        return f"{rc.anchor}|{'+'.join(rc.conds)}"
+    if by != "full":
+        raise ValueError(f"structure key granularity must be 'full' or 'selection', got {by!r}")
+    return rc.key()
 
 
 def structure_split(
     n_train: int,
     n_heldout: int,
+    *,
     seed: int = 0,
     services: Sequence[str] | None = None,
     heldout_share: int = 4,
+    by: str = "full",
 ) -> tuple[list[Slot], list[Slot]]:
-    """Train and held-out slots with disjoint structure keys (one key in ``heldout_share`` is
-    held out). Raises SpecError if the stream cannot fill both sides (too few services)."""
+    """Train and held-out slots with disjoint structure keys (``by``: see :func:`structure_key`;
+    one key in ``heldout_share`` is held out). Raises SpecError if the stream cannot fill both
+    sides (too few services)."""
     pool = sorted(services) if services is not None else _registered()
     train: list[Slot] = []
     held: list[Slot] = []
@@ -97,7 +107,7 @@ def structure_split(
         if len(train) >= n_train and len(held) >= n_heldout:
             break
         s = _slot(i, seed, pool, "split")
-        key = structure_key(s, seed)
+        key = structure_key(s, seed, by)
         side = held if seed_int("split", seed, key) % heldout_share == 0 else train
         if len(side) < (n_heldout if side is held else n_train):
             side.append(s)
