@@ -231,3 +231,20 @@ def test_unsatisfiable_slot_is_discarded_with_its_diagnostic_not_the_run() -> No
     assert [r.status for r in run.results] == ["accepted", "discarded"]
     assert run.stats.discarded_by_stage["services"] == 1
     assert "contacts only joins people" in run.results[1].diagnostics[-1][0]["message"]
+    summary = run.results[0].summary()
+    assert (summary["category"], summary["difficulty"], summary["intent"]) == ("ops", "medium", "task")
+
+
+def test_cli_synthesizes_the_demo_plan_with_the_procedural_generator(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from coworkenv.cli import app
+
+    res = CliRunner().invoke(app, ["synth", str(DEMO), "--generator", "procedural", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["stats"]["valid"] == 12
+    intents = {s["task_id"]: s["intent"] for s in run["slots"]}
+    assert intents["demo_safety_vendor_bank_change"] == "safety"
+    assert intents["demo_multi_turn_meeting"] == "multi_turn"
+    assert len(list((tmp_path / "tasks").iterdir())) == 12

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from coworkenv.errors import SpecError
 from coworkenv.spec import TaskSpec
 from coworkenv.synth.base import STAGES, Diagnostic, Generator, Slot
-from coworkenv.synth.plan import Plan
+from coworkenv.synth.plan import Plan, is_multi_turn, is_safety
 from coworkenv.synth.validate import Outcome, validate
 
 Status = Literal["accepted", "repaired", "discarded"]
@@ -44,6 +44,10 @@ class SlotResult:
     """The diagnostics of each rejected draft."""
     spec: TaskSpec | None = None
     seconds: float = 0.0
+    category: str = ""
+    difficulty: str = ""
+    intent: str = ""
+    """The slot's intent: ``safety`` (act-vs-withhold), ``multi_turn`` or ``task``."""
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -86,6 +90,13 @@ def _diag_data(diags: tuple[Diagnostic, ...]) -> list[dict[str, str]]:
 
 
 def synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attempts: int = 2) -> SlotResult:
+    res = _synthesize_slot(slot, generator, stats, attempts=attempts)
+    res.category, res.difficulty = slot.category, slot.difficulty
+    res.intent = "safety" if is_safety(slot) else "multi_turn" if is_multi_turn(slot) else "task"
+    return res
+
+
+def _synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attempts: int) -> SlotResult:
     t0 = time.perf_counter()
     feedback: tuple[Diagnostic, ...] = ()
     rejected: list[str] = []
