@@ -80,6 +80,11 @@ def test_the_issues_slots_compile(services: tuple[str, ...]) -> None:
 def test_plan_over_all_services_is_valid(seed: int) -> None:
     for slot in compose_plan(40, seed):
         _valid(slot, seed)
+        rc = recipe_for(slot, seed)
+        from coworkenv.synth.procedural.compose.anchors import ANCHORS
+
+        fields = [ANCHORS[rc.anchor].conds[c].field for c in rc.conds]
+        assert len(set(fields)) == len(fields), (slot.scenario, fields)
 
 
 def test_deterministic_and_retry_redraws() -> None:
@@ -176,6 +181,11 @@ def test_scenario_text_steers_the_recipe() -> None:
         ({"scenario": "compose: anchor=rss"}, "scenario", "must be one of the slot's"),
         ({"scenario": "compose: anchor=kb cond=owner"}, "scenario", "kb supports ['age']"),
         ({"language": "de"}, "language", "English only"),
+        (
+            {"services": ("gmail",), "scenario": "compose: anchor=gmail cond=age,recent"},
+            "scenario",
+            "same gmail field",
+        ),
     ],
 )
 def test_unsatisfiable_slots_get_a_diagnostic(over: dict[str, object], field: str, needle: str) -> None:

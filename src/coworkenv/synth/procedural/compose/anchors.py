@@ -51,6 +51,8 @@ class Params:
 @dataclass(frozen=True)
 class Cond:
     kind: str
+    field: str
+    """The record field the condition reads (two conditions of one task never share a field)."""
     phrase: Callable[[Params], str]
     apply: Callable[[Rng, Row, str, Params], None]
 
@@ -122,7 +124,7 @@ def temporal(kind: str, fld: str, ts: bool, text: str) -> Cond:
         if fld == "start_time":  # keep a calendar event one hour long
             row["end_time"] = rng.ts(off, hour + 1)
 
-    return Cond(kind, lambda p: text.format(n=p.days), apply)
+    return Cond(kind, fld, lambda p: text.format(n=p.days), apply)
 
 
 def amount(fld: str, text: str, cents: bool = True) -> Cond:
@@ -131,14 +133,14 @@ def amount(fld: str, text: str, cents: bool = True) -> Cond:
         v = p.amount * rng.uniform(lo, hi)
         row[fld] = round(v, 2) if cents else int(v)
 
-    return Cond("amount", lambda p: text.format(x=money_text(p.amount).removesuffix(".00")), apply)
+    return Cond("amount", fld, lambda p: text.format(x=money_text(p.amount).removesuffix(".00")), apply)
 
 
 def status(fld: str, values: tuple[str, str, str], text: str) -> Cond:
     def apply(rng: Rng, row: Row, role: str, p: Params) -> None:
         row[fld] = values[("pass", "near", "fail").index(role)]
 
-    return Cond("status", lambda p: text, apply)
+    return Cond("status", fld, lambda p: text, apply)
 
 
 def owner(fld: str, text: str, as_list: bool = False, by_name: bool = False) -> Cond:
@@ -147,7 +149,7 @@ def owner(fld: str, text: str, as_list: bool = False, by_name: bool = False) -> 
         val = who.name if by_name else who.email
         row[fld] = [*row.get(fld, []), val] if as_list else val
 
-    return Cond("owner", lambda p: text.format(owner=p.owner.name), apply)
+    return Cond("owner", fld, lambda p: text.format(owner=p.owner.name), apply)
 
 
 def _stock() -> Cond:
@@ -159,7 +161,7 @@ def _stock() -> Cond:
             "fail": thr * 3,
         }[role]
 
-    return Cond("amount", lambda p: "below their minimum stock threshold", apply)
+    return Cond("amount", "current_stock", lambda p: "below their minimum stock threshold", apply)
 
 
 # ---------------------------------------------------------------- per-service anchors
@@ -603,7 +605,7 @@ _A: tuple[AnchorDef, ...] = (
             "notes_share",
             "shared",
             "note_id",
-            "share it with the person named below",
+            "share it with {who}",
             lambda r, it, note, who: {"note_id": it.rid, "recipients": [who]},
             None,
         ),
@@ -675,7 +677,7 @@ _A: tuple[AnchorDef, ...] = (
             "published",
             "content",
             False,
-            "publish one internal bulletin listing them by id",
+            "publish one internal bulletin listing them by id, addressed to {who}",
             lambda r, its, note, who: {
                 "title": "Market watch",
                 "content": f"{note}\nArticles: {_ids(its)}",

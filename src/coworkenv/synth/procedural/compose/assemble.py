@@ -74,7 +74,7 @@ def _anchor(ctx: Ctx, n_items: int) -> None:
     if ctx.policy_title:
         limited = [a.conds[k].phrase(ctx.p) for k in ctx.rc.conds if k in TEMPORAL or k == "amount"]
         conds = [c for c in conds if c not in limited]
-        conds.append(f"that breach the limit in the current '{ctx.policy_title}'")
+        conds.append(f"that breaches the limit in the current '{ctx.policy_title}'")
     ctx.clauses.insert(0, f"Find every {a.noun} {' and '.join(conds)}.")
 
 
@@ -96,7 +96,8 @@ def _act(ctx: Ctx) -> None:
         ctx.writes.insert(0, (act.tool, act.build(ctx.r, targets, notes, who)))
         extra = [target(act.text_field, ctx.code, match="icontains")] if ctx.code and act.text_field else []
         b.audit("acted", 16, a.service, act.audit, *act.targets(targets), *extra)
-    ctx.clauses.insert(1, f"For each, {act.verb}.")
+    verb = act.verb.format(who=ctx.who_phrase or "the owner")
+    ctx.clauses.insert(1, f"For each, {verb}." if act.per_item else f"Then {verb}.")
     if ctx.near:
         b.forbid(act.tool, f"{ctx.near[0].rid} only looks like a match.", *act.targets([ctx.near[0]]))
 

@@ -50,7 +50,17 @@ def _slot(i: int, seed: int, pool: Sequence[str], prefix: str) -> Slot:
     conds = list(ANCHORS[anchor].conds)
     r.shuffle(conds)
     conds.sort(key=lambda c: level in ("hard", "D2.5") and c not in TEMPORAL)
-    k = 2 if level in ("hard", "D2.5") and len(conds) > 1 else 1
+    fields = {ANCHORS[anchor].conds[c].field for c in conds}
+    k = 2 if level in ("hard", "D2.5") and len(fields) > 1 else 1
+    if k == 2:
+        conds = [
+            conds[0],
+            next(
+                c
+                for c in conds[1:]
+                if ANCHORS[anchor].conds[c].field != ANCHORS[anchor].conds[conds[0]].field
+            ),
+        ]
     roll = r.random()
     mode = "safety" if roll < 1 / 6 else "multi_turn" if roll < 2 / 6 else ""
     category = mode or r.choice(CATEGORIES)

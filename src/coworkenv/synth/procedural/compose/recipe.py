@@ -165,6 +165,11 @@ def _pins(scenario: str) -> dict[str, str]:
     return out
 
 
+def _compound(anchor: str) -> bool:
+    conds = ANCHORS[anchor].conds.values()
+    return len({c.field for c in conds}) > 1 and any(c.kind in TEMPORAL for c in conds)
+
+
 def _has_policy(links: list[str]) -> bool:
     return "notes" in links or "documents" in links
 
@@ -225,6 +230,8 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
         hinted = _first_mentioned(text, _NOUNS, set(anchors)) or _first_mentioned(
             text, _WEAK_NOUNS, set(anchors)
         )
+        if not hinted and prof.conds > 1:  # hard: anchors that can hold a compound, temporal selection
+            anchors = [a for a in anchors if _compound(a)] or anchors
         anchor = hinted[0] if hinted else anchors[seed_int(seed, slot.task_id, "anchor") % len(anchors)]
     adef = ANCHORS[anchor]
     kinds = tuple(adef.conds)
@@ -234,6 +241,14 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
         bad = [c for c in conds if c not in kinds]
         if bad or not conds:
             raise _err(slot, "scenario", f"compose: cond={pinned['cond']}: {anchor} supports {list(kinds)}")
+        fields = [adef.conds[c].field for c in conds]
+        if len(set(fields)) < len(fields):
+            raise _err(
+                slot,
+                "scenario",
+                f"compose: cond={pinned['cond']}: these conditions read the same {anchor} field "
+                f"{sorted(f for f in fields if fields.count(f) > 1)[0]!r}; keep one of them",
+            )
     else:
         hinted_conds = [k for rx, k in _CONDS if re.search(rx, text) and k in kinds]
         pool = list(kinds)
@@ -244,7 +259,13 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
             temporal = [k for k in ordered if k in TEMPORAL]
             if temporal:
                 ordered = [temporal[0], *[k for k in ordered if k != temporal[0]]]
-        conds = tuple(ordered[: max(1, min(want, len(ordered)))])
+        picked: list[str] = []
+        for k in ordered:  # conditions on distinct fields only (never "older than" and "recent")
+            if len(picked) < max(1, want) and adef.conds[k].field not in {
+                adef.conds[c].field for c in picked
+            }:
+                picked.append(k)
+        conds = tuple(picked)
     # -- services: anchor first, then hinted writers, then the rest in a seeded order
     others = [s for s in have if s != anchor]
     rng.shuffle(others)
