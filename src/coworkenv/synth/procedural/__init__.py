@@ -86,7 +86,8 @@ def choose_template(slot: Slot, seed: int = 0) -> Template:
             slot,
             "services",
             f"no procedural template fits services {sorted(have)}; templates "
-            f"need one of {sorted({tuple(t.services) for t in TEMPLATES.values()})}",
+            f"need one of {sorted({tuple(t.services) for t in TEMPLATES.values()})}; or compose the "
+            "task from the services instead (generator mode auto/compose, CLI --compose auto)",
         )
     cat = slot.category.lower()
     narrowers: tuple[Callable[[Template], bool], ...] = (
