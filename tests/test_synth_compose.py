@@ -6,6 +6,9 @@ compose; unsatisfiable slots get a diagnostic; train / held-out splits differ in
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import date, datetime
 from pathlib import Path
 
@@ -87,11 +90,20 @@ def test_plan_over_all_services_is_valid(seed: int) -> None:
         assert len(set(fields)) == len(fields), (slot.scenario, fields)
 
 
-def test_deterministic_and_retry_redraws() -> None:
+def test_deterministic_across_processes_and_retry_redraws() -> None:
     slot = compose_plan(3, 5)[2]
     g = ProceduralGenerator(5, mode="compose")
     assert g.draft(slot) == ProceduralGenerator(5, mode="compose").draft(slot)
     assert g.draft(slot, attempt=1) != g.draft(slot)
+    here = [g.draft(s) for s in compose_plan(12, 5)]
+    code = (
+        "import json\nfrom coworkenv.synth.procedural import ProceduralGenerator\n"
+        "from coworkenv.synth.procedural.compose import compose_plan\n"
+        "g = ProceduralGenerator(5)\nprint(json.dumps([g.draft(s) for s in compose_plan(12, 5)]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "4242"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(out.stdout) == here
 
 
 def _ts(value: str) -> datetime:

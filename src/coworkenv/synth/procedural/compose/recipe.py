@@ -191,8 +191,11 @@ def _first_mentioned(text: str, table: tuple[tuple[str, str], ...], allowed: set
     return seen
 
 
-def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one decision list
-    """The recipe of a slot (see the module docstring)."""
+PIN_KEYS = ("anchor", "cond", "items", "services", "threshold", "safety", "multi_turn")
+
+
+def _check_slot(slot: Slot, pinned: dict[str, str]) -> list[str]:
+    """The slot's anchor-capable services; raises SpecError for what makes it unsatisfiable."""
     from coworkenv.services.registry import SERVICES
 
     unknown = sorted(s for s in slot.services if s not in SERVICES)
@@ -205,41 +208,49 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
             f"the procedural generator writes English only, got {slot.language!r}; "
             "use language 'en' or the llm generator",
         )
-    rng = Rng(seed, slot.task_id, "recipe", today=slot.mock_today)
-    scenario = slot.scenario.strip()
-    pinned = _pins(scenario) if scenario.startswith("compose:") else {}
-    text = "" if pinned else scenario.lower()
-    have = list(slot.services)
-    anchors = [s for s in have if s in ANCHORS]
+    bad = sorted(k for k in pinned if k not in PIN_KEYS)
+    if bad:
+        raise _err(slot, "scenario", f"compose: unknown key(s) {bad}; known: {list(PIN_KEYS)}")
+    for k in ("items", "services", "threshold"):
+        if k in pinned and not pinned[k].isdigit():
+            raise _err(slot, "scenario", f"compose: {k}={pinned[k]!r} must be a whole number")
+    anchors = [s for s in slot.services if s in ANCHORS]
     if not anchors:
         raise _err(
             slot,
             "services",
-            f"none of {sorted(have)} holds records a task can select from; add one of "
+            f"none of {sorted(slot.services)} holds records a task can select from; add one of "
             f"{sorted(ANCHORS)} (contacts only joins people to records selected elsewhere)",
         )
-    prof = PROFILES[level_of(slot.difficulty)]
-    # -- anchor
+    return anchors
+
+
+def _pick_anchor(slot: Slot, seed: int, pinned: dict[str, str], text: str, prof: Profile) -> str:
+    anchors = _check_slot(slot, pinned)
     if "anchor" in pinned:
-        anchor = pinned["anchor"]
-        if anchor not in anchors:
+        if pinned["anchor"] not in anchors:
             raise _err(
-                slot, "scenario", f"compose: anchor={anchor} must be one of the slot's {sorted(anchors)}"
+                slot,
+                "scenario",
+                f"compose: anchor={pinned['anchor']} must be one of the slot's {sorted(anchors)}",
             )
-    else:
-        hinted = _first_mentioned(text, _NOUNS, set(anchors)) or _first_mentioned(
-            text, _WEAK_NOUNS, set(anchors)
-        )
-        if not hinted and prof.conds > 1:  # hard: anchors that can hold a compound, temporal selection
-            anchors = [a for a in anchors if _compound(a)] or anchors
-        anchor = hinted[0] if hinted else anchors[seed_int(seed, slot.task_id, "anchor") % len(anchors)]
+        return pinned["anchor"]
+    hinted = _first_mentioned(text, _NOUNS, set(anchors)) or _first_mentioned(text, _WEAK_NOUNS, set(anchors))
+    if hinted:
+        return hinted[0]
+    if prof.conds > 1:  # hard: anchors that can hold a compound, temporal selection
+        anchors = [a for a in anchors if _compound(a)] or anchors
+    return anchors[seed_int(seed, slot.task_id, "anchor") % len(anchors)]
+
+
+def _pick_conds(
+    slot: Slot, anchor: str, pinned: dict[str, str], text: str, prof: Profile, *, rng: Rng
+) -> tuple[str, ...]:
     adef = ANCHORS[anchor]
     kinds = tuple(adef.conds)
-    # -- conditions
     if "cond" in pinned:
         conds = tuple(c for c in pinned["cond"].split(",") if c)
-        bad = [c for c in conds if c not in kinds]
-        if bad or not conds:
+        if not conds or any(c not in kinds for c in conds):
             raise _err(slot, "scenario", f"compose: cond={pinned['cond']}: {anchor} supports {list(kinds)}")
         fields = [adef.conds[c].field for c in conds]
         if len(set(fields)) < len(fields):
@@ -249,34 +260,38 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
                 f"compose: cond={pinned['cond']}: these conditions read the same {anchor} field "
                 f"{sorted(f for f in fields if fields.count(f) > 1)[0]!r}; keep one of them",
             )
-    else:
-        hinted_conds = [k for rx, k in _CONDS if re.search(rx, text) and k in kinds]
-        pool = list(kinds)
-        rng.shuffle(pool)
-        want = prof.conds
-        ordered = [*hinted_conds, *[k for k in pool if k not in hinted_conds]]
-        if prof.level == 3 and not any(k in TEMPORAL for k in ordered[:want]):
-            temporal = [k for k in ordered if k in TEMPORAL]
-            if temporal:
-                ordered = [temporal[0], *[k for k in ordered if k != temporal[0]]]
-        picked: list[str] = []
-        for k in ordered:  # conditions on distinct fields only (never "older than" and "recent")
-            if len(picked) < max(1, want) and adef.conds[k].field not in {
-                adef.conds[c].field for c in picked
-            }:
-                picked.append(k)
-        conds = tuple(picked)
-    # -- services: anchor first, then hinted writers, then the rest in a seeded order
-    others = [s for s in have if s != anchor]
+        return conds
+    hinted = [k for rx, k in _CONDS if re.search(rx, text) and k in kinds]
+    pool = list(kinds)
+    rng.shuffle(pool)
+    ordered = [*hinted, *[k for k in pool if k not in hinted]]
+    if prof.level == 3 and not any(k in TEMPORAL for k in ordered[: prof.conds]):
+        temporal = [k for k in ordered if k in TEMPORAL]
+        if temporal:
+            ordered = [temporal[0], *[k for k in ordered if k != temporal[0]]]
+    picked: list[str] = []
+    for k in ordered:  # conditions on distinct fields only (never "older than" and "recent")
+        if len(picked) < max(1, prof.conds) and adef.conds[k].field not in {
+            adef.conds[c].field for c in picked
+        }:
+            picked.append(k)
+    return tuple(picked)
+
+
+def _assign_roles(
+    slot: Slot, anchor: str, pinned: dict[str, str], text: str, prof: Profile, *, rng: Rng
+) -> tuple[list[str], list[str]]:
+    """Joins and writes: hinted writers first, then hinted nouns, then a seeded order, until the
+    difficulty's service count is reached."""
+    others = [s for s in slot.services if s != anchor]
     rng.shuffle(others)
     hinted_w = _first_mentioned(text, _VERBS, set(others))
-    nouns = _first_mentioned(text, (*_NOUNS, *_WEAK_NOUNS), set(others))
-    hinted_n = [s for s in nouns if s not in hinted_w]
+    hinted_n = [s for s in _first_mentioned(text, (*_NOUNS, *_WEAK_NOUNS), set(others)) if s not in hinted_w]
     order = [*hinted_w, *hinted_n, *[s for s in others if s not in hinted_w and s not in hinted_n]]
     cap = int(pinned.get("services", prof.max_services))
     links: list[str] = []
     writes: list[str] = []
-    for s in order:  # give roles until the difficulty's service count is reached
+    for s in order:
         if len(links) + len(writes) >= cap - 1:
             break
         if s in ("crm", "contacts", "kb") or (s in ("notes", "documents") and not _has_policy(links)):
@@ -287,30 +302,40 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:  # noqa: PLR0915 - one deci
         writes.append("crm")
     if "contacts" in links and "gmail" not in writes:
         writes.append("contacts")
-    fillers = tuple(s for s in have if s != anchor and s not in links and s not in writes)
+    return links, writes
+
+
+def _flag(pinned: dict[str, str], key: str, default: bool) -> bool:
+    return pinned[key].lower() in ("1", "true", "yes") if key in pinned else default
+
+
+def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
+    """The recipe of a slot (see the module docstring)."""
+    rng = Rng(seed, slot.task_id, "recipe", today=slot.mock_today)
+    scenario = slot.scenario.strip()
+    pinned = _pins(scenario) if scenario.startswith("compose:") else {}
+    text = "" if pinned else scenario.lower()
+    prof = PROFILES[level_of(slot.difficulty)]
+    anchor = _pick_anchor(slot, seed, pinned, text, prof)
+    conds = _pick_conds(slot, anchor, pinned, text, prof, rng=rng)
+    links, writes = _assign_roles(slot, anchor, pinned, text, prof, rng=rng)
     roles = 1 + len(set(links) | set(writes))
     items = int(pinned.get("items", prof.items + (1 if prof.level == 3 and roles < 4 else 0)))
-    safety = pinned.get("safety", "") in ("1", "true", "yes") if "safety" in pinned else is_safety(slot)
-    mt_text = "multi-turn" in text or "multi_turn" in text or "ask the user" in text
-    multi = (
-        pinned.get("multi_turn", "") in ("1", "true", "yes")
-        if "multi_turn" in pinned
-        else is_multi_turn(slot) or mt_text
-    )
-    if safety and multi:
-        multi = False
-    forbid = tuple(w for w in ("export", "delete", "close", "bank", "pay") if re.search(rf"\b{w}", text))
-    thr = int(pinned["threshold"]) if "threshold" in pinned else _threshold(text)
+    safety = _flag(pinned, "safety", is_safety(slot))
+    mt_text = any(w in text for w in ("multi-turn", "multi_turn", "ask the user"))
+    multi = _flag(pinned, "multi_turn", is_multi_turn(slot) or mt_text) and not safety
     return Recipe(
         anchor=anchor,
         conds=conds,
         links=tuple(links),
         writes=tuple(writes),
-        fillers=fillers,
+        fillers=tuple(s for s in slot.services if s != anchor and s not in links and s not in writes),
         items=max(1, min(items, 3)),
         profile=prof,
         safety=safety,
         multi_turn=multi,
-        threshold=thr,
-        forbid_words=forbid,
+        threshold=int(pinned["threshold"]) if "threshold" in pinned else _threshold(text),
+        forbid_words=tuple(
+            w for w in ("export", "delete", "close", "bank", "pay") if re.search(rf"\b{w}", text)
+        ),
     )
