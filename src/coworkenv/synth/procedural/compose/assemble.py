@@ -64,6 +64,7 @@ def _anchor(ctx: Ctx, n_items: int) -> None:
             _item(ctx, {k: ("fail" if k == fail else r.choice(("pass", "fail"))) for k in ctx.rc.conds})
         )
     b.add(a.service, a.table, *(it.record for it in [*ctx.items, *ctx.near, *noise]))
+    ctx.noise = noise
     tool, args = a.list_call(r, ctx.p, ctx.topic)
     ctx.reads.append((tool, args))
     for it in ctx.items:
@@ -174,16 +175,20 @@ def _who(ctx: Ctx) -> None:
 
 
 def _pad(ctx: Ctx) -> None:
-    """Reach the difficulty's step window: rule out the distractors, then re-read acted records."""
+    """Reach the difficulty's step window: rule out the distractors, re-read acted records, then
+    open the remaining candidates (what a careful agent does when a list shows few fields)."""
     a = ctx.anchor
     lo = ctx.rc.profile.steps[0]
-    rule_out = [(a.get_tool, {a.key: it.rid}) for it in ctx.near]
+    rule_out = [(a.get_tool, {a.key: it.rid}) for it in [*ctx.near]]
     verify = [(a.get_tool, {a.key: it.rid}) for it in ctx.actionable if a.act.per_item]
-    while len(ctx.reads) + len(ctx.writes) + len(ctx.verify) < lo and (rule_out or verify):
+    others = [(a.get_tool, {a.key: it.rid}) for it in ctx.noise]
+    while len(ctx.reads) + len(ctx.writes) + len(ctx.verify) < lo and (rule_out or verify or others):
         if rule_out:
             ctx.reads.insert(1 + len(ctx.items), rule_out.pop(0))
-        else:
+        elif verify:
             ctx.verify.append(verify.pop(0))
+        else:
+            ctx.reads.insert(1 + len(ctx.items), others.pop(0))
 
 
 def _forbid(ctx: Ctx) -> None:

@@ -27,6 +27,7 @@ class Ctx:
     topic: str
     items: list[Item] = field(default_factory=list)
     near: list[Item] = field(default_factory=list)
+    noise: list[Item] = field(default_factory=list)
     trap: Item | None = None
     reads: list[Call] = field(default_factory=list)
     writes: list[Call] = field(default_factory=list)
