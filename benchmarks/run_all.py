@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -319,6 +319,23 @@ def rows_synth(d: dict[str, Any], o: Options) -> list[Row]:
     ]
 
 
+def rows_synth_compose(d: dict[str, Any], o: Options) -> list[Row]:
+    """The compositional generator's plan over every service: the synth rows plus its diversity."""
+    b = "synth-compose"
+    rows = [replace(r, benchmark=b, metric=f"{r.metric}, compose plan") for r in rows_synth(d, o)]
+    div = d["diversity"]
+    rows.append(
+        Row(
+            b,
+            "distinct (service set, step pattern, condition kind) combinations",
+            f"{int(div['distinct_combinations'])} of {int(div['tasks'])}",
+            context=f"{div['distinct_service_sets']} service sets, {div['distinct_step_patterns']} step "
+            f"patterns, {div['distinct_condition_kinds']} condition kinds",
+        )
+    )
+    return rows
+
+
 def rows_trees(d: dict[str, Any], o: Options) -> list[Row]:
     b = "trees"
     goal = float(d.get("goal_tok_s", 10_000_000))
@@ -513,6 +530,17 @@ BENCHES: tuple[Bench, ...] = (
         ("valid tasks per minute", "distinct tasks"),
         rows_synth,
         lambda o, out: (["--n", "200"] if o.quick else []) + (["--out", str(out)] if out else []),
+    ),
+    Bench(
+        "synth-compose",
+        "bench_synth.py",
+        "—",
+        "synthcompose-*.json",
+        ("valid tasks per minute", "distinct tasks", "distinct (service set, step pattern, condition kind)"),
+        rows_synth_compose,
+        lambda o, out: (
+            ["--plan", "compose"] + (["--n", "200"] if o.quick else []) + (["--out", str(out)] if out else [])
+        ),
     ),
     Bench(
         "trees",

@@ -8,7 +8,9 @@ checkpoints) stay under ``--work``; the commit-worthy outputs (``metrics.json``,
 
 Stages:
 
-* ``synth``       training suite (generator seed 0) and held-out suite (unseen seed 1, distinct templates)
+* ``synth``       training suite (generator seed 0) and held-out suite (unseen seed 1, distinct templates);
+                  ``--split structure``: both from the compositional generator, held-out tasks drawn
+                  from structures (anchor, conditions, joins, writes, mode) no training task has
 * ``teacher``     reference solutions of the training suite through the built-in loop → ``curate`` → SFT JSONL
 * ``base_eval``   (a) the embedded SmolLM2 on the held-out suite, ``--trials`` each
 * ``sft``         (b) SFT (full or LoRA) on the curated demos; merged checkpoint exported; then ``sft_eval``
@@ -240,6 +242,8 @@ def stage_synth(e: Exp) -> dict[str, Any]:
     from coworkenv.synth.plan import Plan
     from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
 
+    if e.a.split == "structure":
+        return synth_structure_split(e)
     info: dict[str, Any] = {}
     for name, n, seed in (("train", e.a.train_tasks, 0), ("heldout", e.a.heldout, 1)):
         run = synthesize(
@@ -247,6 +251,32 @@ def stage_synth(e: Exp) -> dict[str, Any]:
         )
         info[name] = {"seed": seed, "accepted": run.stats.accepted, "tasks": [s.id for s in run.specs]}
         log(f"  synth {name}: {run.stats.accepted}/{n} accepted (seed {seed})")
+    return info
+
+
+def synth_structure_split(e: Exp) -> dict[str, Any]:
+    """Train and held-out suites from the compositional generator with disjoint structure keys."""
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator
+    from coworkenv.synth.procedural.compose import structure_key, structure_split
+
+    services = [s for s in e.a.split_services.split(",") if s] or None
+    seed = e.a.seed
+    by = e.a.split_by
+    train, held = structure_split(e.a.train_tasks, e.a.heldout, seed=seed, services=services, by=by)
+    info: dict[str, Any] = {"split": "structure", "split_by": by}
+    for name, slots in (("train", train), ("heldout", held)):
+        run = synthesize(Plan(tuple(slots)), ProceduralGenerator(seed), out=e.path("synth", name))
+        keys = sorted({structure_key(s, seed, by) for s in slots})
+        info[name] = {
+            "seed": seed,
+            "accepted": run.stats.accepted,
+            "tasks": [s.id for s in run.specs],
+            "structure_keys": keys,
+        }
+        log(f"  synth {name}: {run.stats.accepted}/{len(slots)} accepted, {len(keys)} structures")
+    assert not set(info["train"]["structure_keys"]) & set(info["heldout"]["structure_keys"])
     return info
 
 
@@ -557,6 +587,7 @@ def render_report(e: Exp, data: dict[str, Any], table: str) -> str:
     grpo = data.get("grpo") or {}
     cmd = " ".join(sys.argv) if sys.argv else ""
     held = (syn.get("heldout") or {}).get("tasks", [])
+    n_structures = len((syn.get("heldout") or {}).get("structure_keys", []))
     out = [
         f"# SmolLM2-135M: base → SFT → GRPO on synthesized tasks ({datetime.now(UTC):%Y-%m-%d})",
         "",
@@ -566,9 +597,14 @@ def render_report(e: Exp, data: dict[str, Any], table: str) -> str:
         "",
         "## Setup",
         "",
-        f"* held-out: {len((syn.get('heldout') or {}).get('tasks', []))} tasks of the procedural generator "
-        f"with seed 1 (unseen), distinct templates: {', '.join(held)}; "
-        f"{a.trials} trials each (Pass@{a.trials}, Pass^{a.trials} at reward ≥ 0.75).",
+        (
+            f"* held-out: {len(held)} compositional tasks whose structures (anchor, conditions, joins, "
+            f"writes, mode) no training task has ({n_structures} structures); "
+            if syn.get("split") == "structure"
+            else f"* held-out: {len(held)} tasks of the procedural generator "
+            f"with seed 1 (unseen), distinct templates: {', '.join(held)}; "
+        )
+        + f"{a.trials} trials each (Pass@{a.trials}, Pass^{a.trials} at reward ≥ 0.75).",
         f"* teacher: reference solutions of {teach.get('rollouts', '-')} seed-0 tasks through the built-in "
         f"loop (teacher score {teach.get('teacher_score', '-')}), curated (`mode=both`) into "
         f"{teach.get('sft_rows', '-')} SFT conversations.",
@@ -656,6 +692,22 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-tasks", type=int, default=39, help="seed-0 tasks for teacher demos / GRPO")
     p.add_argument("--heldout", type=int, default=6, help="seed-1 tasks (distinct templates) for evaluation")
     p.add_argument("--trials", type=int, default=3, help="trials per held-out task (k of Pass@k / Pass^k)")
+    p.add_argument(
+        "--split",
+        choices=("seed", "structure"),
+        default="seed",
+        help="held-out tasks: 'seed' = the templates with an unseen seed; 'structure' = compositional "
+        "tasks whose structure (anchor, conditions, joins, writes, mode) no training task has",
+    )
+    p.add_argument(
+        "--split-services", default="", help="--split structure: comma list of services (default: all)"
+    )
+    p.add_argument(
+        "--split-by",
+        choices=("full", "selection"),
+        default="full",
+        help="--split structure: disjoint full structures, or disjoint (anchor, conditions) selections",
+    )
     p.add_argument("--max-turns", type=int, default=5, help="cap on spec.limits.max_turns")
     p.add_argument("--timeout-s", type=float, default=300.0, help="cap on spec.limits.timeout_s")
     p.add_argument("--max-new-tokens", type=int, default=128)

@@ -288,3 +288,13 @@ def test_proxy_goals_on_http_side_and_no_peer_without_litellm() -> None:
     with_lite = ra.rows_proxy({"results": {**res, "litellm": _side(30.0, 40, 30.0)}}, ra.Options())
     assert with_lite[2].ratio == pytest.approx(30.0)
     assert with_lite[2].verdict == ra.PASS
+
+
+def test_synth_compose_rows_add_diversity() -> None:
+    div = {"tasks": 10, "distinct_combinations": 9, "distinct_service_sets": 8, "distinct_step_patterns": 9,
+           "distinct_condition_kinds": 4}  # fmt: skip
+    rows = ra.rows_synth_compose({**_SYNTH, "diversity": div}, ra.Options())
+    assert {r.benchmark for r in rows} == {"synth-compose"}
+    assert rows[0].metric.endswith("compose plan")
+    assert rows[-1].ours == "9 of 10"
+    assert "8 service sets" in rows[-1].context

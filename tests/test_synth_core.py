@@ -84,7 +84,8 @@ slots:
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        ([1, 2], "`slots:` list"),
+        ("helpdesk", "`slots:` list"),
+        ([1, 2], "a slot must be a mapping"),  # a bare list is the slots
         ({"slots": []}, "non-empty"),
         ({"slots": [{"task_id": "a"}], "extra": 1}, "unknown top-level key"),
         (

@@ -2,6 +2,8 @@
 
 ``coworkenv plan report PLAN`` prints a plan's coverage before anything is generated.
 ``coworkenv synth PLAN --generator procedural|llm|scripted --out DIR`` runs the synthesis loop
+(``--compose auto|compose|templates`` picks between the procedural templates and the
+compositional generator, which handles any slot of registered services)
 with a progress bar, saves the accepted tasks and ``run.json``, and prints the summary table
 (accepted, repaired, discarded by stage). Heavy modules are imported inside the commands.
 """
@@ -25,6 +27,12 @@ if TYPE_CHECKING:
 
 out = Console()
 plan_app = typer.Typer(no_args_is_help=True, help="Coverage plans for task synthesis.")
+
+
+class ComposeMode(StrEnum):
+    auto = "auto"
+    compose = "compose"
+    templates = "templates"
 
 
 class GeneratorKind(StrEnum):
@@ -128,13 +136,14 @@ def make_generator(
     cache_dir: Path | None,
     discriminator: bool,
     faults: list[str],
+    compose: ComposeMode = ComposeMode.auto,
 ) -> Generator:
     if kind is GeneratorKind.procedural:
         try:
             from coworkenv.synth.procedural import ProceduralGenerator
         except ImportError as e:
             raise CoworkError(f"the procedural generator is not available ({e})") from None
-        gen: Generator = ProceduralGenerator(seed)
+        gen: Generator = ProceduralGenerator(seed, mode=compose.value)
         return gen
     if kind is GeneratorKind.llm:
         from coworkenv.synth.llm import ChatClient, LlmConfig, LlmGenerator
@@ -172,6 +181,13 @@ def register(app: typer.Typer) -> None:
             GeneratorKind.procedural
         ),
         seed: Annotated[int, typer.Option(help="Seed of the procedural generator.")] = 0,
+        compose: Annotated[
+            ComposeMode,
+            typer.Option(
+                help="procedural: auto = a fitting template, else compose from the services; "
+                "compose = always compose (scenario text steers it); templates = templates only."
+            ),
+        ] = ComposeMode.auto,
         attempts: Annotated[int, typer.Option(min=1, help="Drafts per slot (initial + retries).")] = 2,
         llm_base_url: Annotated[
             str | None, typer.Option(help="OpenAI-compatible base URL (else $COWORKENV_LLM_BASE_URL).")
@@ -203,6 +219,7 @@ def register(app: typer.Typer) -> None:
             cache_dir=cache_dir,
             discriminator=discriminator,
             faults=fault or [],
+            compose=compose,
         )
         with Progress(
             TextColumn("[bold]synth[/]"),
@@ -224,7 +241,7 @@ def register(app: typer.Typer) -> None:
                 attempts=attempts,
                 out=out_dir,
                 on_slot=step,
-                meta={"seed": seed, "generator_kind": generator.value},
+                meta={"seed": seed, "generator_kind": generator.value, "compose": compose.value},
             )
         print_summary(run, out)
         out.print(f"{run.stats.valid} task(s) in {out_dir / 'tasks'}; stats in {out_dir / 'run.json'}")

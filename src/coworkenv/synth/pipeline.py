@@ -4,7 +4,10 @@
 paper's initial generation plus one retry by default). A rejected draft's diagnostics go back to
 the generator (``draft(slot, feedback, attempt=n)``), which returns a *full* revised spec that
 runs through the same stages. A slot is ``accepted`` (first draft valid), ``repaired`` (a retry
-valid) or ``discarded`` (budget exhausted; its last failing stage is recorded).
+valid) or ``discarded`` (budget exhausted; its last failing stage is recorded). A slot the
+generator cannot satisfy at all (it raises :class:`~coworkenv.errors.SpecError`, e.g. no service
+holds selectable records) is discarded at once at the ``services`` stage with that diagnostic, so
+one bad slot never stops a run.
 
 :class:`RunStats` counts rejections per stage over every failed draft and discards per final
 stage. With ``out``, :func:`save_run` writes ``out/tasks/<task_id>.json`` (one TaskSpec per
@@ -21,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from coworkenv.errors import SpecError
 from coworkenv.spec import TaskSpec
 from coworkenv.synth.base import STAGES, Diagnostic, Generator, Slot
-from coworkenv.synth.plan import Plan
+from coworkenv.synth.plan import Plan, is_multi_turn, is_safety
 from coworkenv.synth.validate import Outcome, validate
 
 Status = Literal["accepted", "repaired", "discarded"]
@@ -40,6 +44,10 @@ class SlotResult:
     """The diagnostics of each rejected draft."""
     spec: TaskSpec | None = None
     seconds: float = 0.0
+    category: str = ""
+    difficulty: str = ""
+    intent: str = ""
+    """The slot's intent: ``safety`` (act-vs-withhold), ``multi_turn`` or ``task``."""
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -82,6 +90,13 @@ def _diag_data(diags: tuple[Diagnostic, ...]) -> list[dict[str, str]]:
 
 
 def synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attempts: int = 2) -> SlotResult:
+    res = _synthesize_slot(slot, generator, stats, attempts=attempts)
+    res.category, res.difficulty = slot.category, slot.difficulty
+    res.intent = "safety" if is_safety(slot) else "multi_turn" if is_multi_turn(slot) else "task"
+    return res
+
+
+def _synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attempts: int) -> SlotResult:
     t0 = time.perf_counter()
     feedback: tuple[Diagnostic, ...] = ()
     rejected: list[str] = []
@@ -89,7 +104,18 @@ def synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attemp
     outcome: Outcome | None = None
     for attempt in range(attempts):
         g0 = time.perf_counter()
-        text = generator.draft(slot, feedback, attempt=attempt)
+        try:
+            text = generator.draft(slot, feedback, attempt=attempt)
+        except SpecError as e:
+            stats.generate_seconds += time.perf_counter() - g0
+            stats.drafts += 1
+            stats.rejected_by_stage["services"] += 1
+            stats.discarded_by_stage["services"] += 1
+            msgs = [{"stage": "services", "message": f"cannot satisfy the slot: {i}"} for i in e.issues]
+            return SlotResult(
+                slot.task_id, "discarded", attempt + 1, [*rejected, "services"], [*diags, msgs], None,
+                time.perf_counter() - t0,
+            )  # fmt: skip
         stats.generate_seconds += time.perf_counter() - g0
         stats.drafts += 1
         outcome = validate(text, slot)

@@ -1,6 +1,7 @@
 """Coverage plans: a YAML list of slots with exactly the paper's seven fields, and their coverage.
 
-A plan file is a mapping ``{slots: [...], description?: str}``; each slot has ``task_id``,
+A plan file is a mapping ``{slots: [...], description?: str}`` — or a bare list of slots, read as
+``{slots: [...]}``; each slot has ``task_id``,
 ``services``, ``category``, ``difficulty``, ``language`` (default ``en``), ``mock_today`` and
 ``scenario`` (see :class:`~coworkenv.synth.base.Slot`). :func:`load_plan` validates everything at
 once and raises one :class:`~coworkenv.errors.SpecError` whose issues name the slot (index and
@@ -116,9 +117,18 @@ def _slot_issues(i: int, raw: Any) -> tuple[Slot | None, list[SpecIssue]]:
 
 
 def plan_from_data(data: Any, source: str | Path = "<plan>") -> Plan:
-    """Validate parsed plan data (all problems reported at once)."""
+    """Validate parsed plan data (all problems reported at once); a bare list is the slots."""
+    if isinstance(data, list):
+        data = {"slots": data}
     if not isinstance(data, dict) or "slots" not in data:
-        raise SpecError.single(source, "", "a plan is a mapping with a `slots:` list of seven-field mappings")
+        got = "nothing" if data is None else type(data).__name__
+        raise SpecError.single(
+            source,
+            "slots",
+            f"a plan is a `slots:` list of seven-field mappings (or that list alone), got {got}; "
+            "e.g.\nslots:\n  - task_id: t1\n    services: [helpdesk, kb]\n    category: support\n"
+            "    difficulty: medium\n    mock_today: '2026-03-10'\n    scenario: ...",
+        )
     issues = [
         SpecIssue(str(k), f"unknown top-level key; expected {sorted(PLAN_KEYS)}")
         for k in data

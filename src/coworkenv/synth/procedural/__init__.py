@@ -13,6 +13,11 @@ Contract:
   and whose service set equals the slot's. Services the slot adds beyond the template's get noise
   records. An unknown template, a slot missing a template's services, or a non-English slot raises
   :class:`~coworkenv.errors.SpecError` naming the slot and field.
+* ``mode`` decides between the templates and the compositional generator
+  (:mod:`coworkenv.synth.procedural.compose`, any slot of registered services): ``auto`` (default)
+  uses a template when the scenario names one or one fits the services, and composes otherwise
+  (and always for a ``compose:`` scenario); ``compose`` composes every slot but ``template:`` ones;
+  ``templates`` never composes (the old behaviour: no fitting template is an error).
 * ``ProceduralGenerator.plan(n, seed)`` returns ``n`` distinct slots cycling over every template
   (difficulties and ``mock_today`` varied), the coverage plan the benchmark and the main job use.
 * The distractor path of every generated task is: swap ``answer_ids[0]`` for ``distractor_ids[0]``
@@ -32,7 +37,15 @@ from coworkenv.synth.procedural.fillers import FILLERS, fill
 from coworkenv.synth.procedural.records import Rng, seed_int
 from coworkenv.synth.procedural.templates import TEMPLATES, Template
 
-__all__ = ["TEMPLATES", "ProceduralGenerator", "Template", "choose_template", "plan_slots"]
+__all__ = [
+    "MODES",
+    "TEMPLATES",
+    "ProceduralGenerator",
+    "Template",
+    "choose_template",
+    "plan_slots",
+    "uses_composer",
+]
 
 DIFFICULTIES = ("easy", "medium", "hard")
 PLAN_EPOCH = date(2026, 1, 5)
@@ -73,7 +86,8 @@ def choose_template(slot: Slot, seed: int = 0) -> Template:
             slot,
             "services",
             f"no procedural template fits services {sorted(have)}; templates "
-            f"need one of {sorted({tuple(t.services) for t in TEMPLATES.values()})}",
+            f"need one of {sorted({tuple(t.services) for t in TEMPLATES.values()})}; or compose the "
+            "task from the services instead (generator mode auto/compose, CLI --compose auto)",
         )
     cat = slot.category.lower()
     narrowers: tuple[Callable[[Template], bool], ...] = (
@@ -104,16 +118,40 @@ def _check_fillable(slot: Slot, tpl: Template) -> None:
         raise _slot_error(slot, "services", f"unknown service(s) {bad}; known: {sorted(FILLERS)}")
 
 
+MODES = ("auto", "compose", "templates")
+
+
+def uses_composer(slot: Slot, mode: str = "auto", seed: int = 0) -> bool:
+    """Whether ``mode`` sends ``slot`` to the compositional generator (see the module docstring)."""
+    scenario = slot.scenario.strip()
+    if scenario.startswith("template:") or mode == "templates":
+        return False
+    if scenario.startswith("compose:") or mode == "compose":
+        return True
+    try:
+        choose_template(slot, seed)
+    except SpecError as e:
+        return any(i.field == "services" and "no procedural template fits" in i.message for i in e.issues)
+    return False
+
+
 class ProceduralGenerator:
     """The embedded default generator (see the module docstring)."""
 
     name = "procedural"
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, mode: str = "auto") -> None:
+        if mode not in MODES:
+            raise ValueError(f"procedural mode must be one of {list(MODES)}, got {mode!r}")
         self.seed = seed
+        self.mode = mode
 
     def build(self, slot: Slot, *, attempt: int = 0) -> dict[str, object]:
         """The spec as a plain dict (``draft`` is its JSON text)."""
+        if uses_composer(slot, self.mode, self.seed):
+            from coworkenv.synth.procedural.compose import compose_spec
+
+            return compose_spec(slot, self.seed, attempt=attempt)
         tpl = choose_template(slot, self.seed)
         parts: tuple[object, ...] = (self.seed, slot.task_id, tpl.id, slot.mock_today.isoformat())
         if attempt:
