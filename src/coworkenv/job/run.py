@@ -221,12 +221,14 @@ def stage_sft(st: JobState) -> dict[str, Any]:
         st.console.print(f"sft: skipped ({why})")
         return {"steps": 0, "skipped": why}
     shutil.rmtree(st.out / "sft", ignore_errors=True)
+    rows = len(read_sft_jsonl(st.out / "curate" / "sft.jsonl"))
     cfg = SFTConfig.model_validate(
         {
             "data": str(st.out / "curate" / "sft.jsonl"),
-            "model": {} if c.lora else {"lora": None},
+            "model": {"gradient_checkpointing": c.checkpointing, **({} if c.lora else {"lora": None})},
             "optim": {"lr": c.lr},
-            "epochs": 1 + c.steps * c.grad_accum // 8,
+            "epochs": max(1, -(-c.steps * c.batch * c.grad_accum // max(1, rows))),
+            "batch_size": c.batch,
             "grad_accum": c.grad_accum,
             "max_len": c.max_len,
             "run": {
