@@ -423,3 +423,21 @@ async def test_resumed_rollout_continues_seq_from_the_store(tmp_path: Path) -> N
             await site.oai(prefix).chat.completions.create(model="m", messages=USER_X)
         proxy.shutdown()
     assert [c.seq for c in store.read("r1")[0]] == [0, 1]
+
+
+async def test_a_prompt_over_the_context_is_a_400_in_each_dialect_and_recorded(tmp_path: Path) -> None:
+    """Never truncated silently: the harness gets a client error in its own dialect's shape."""
+    proxy, store = make_proxy(tmp_path, ToyBackend(fail("context_length")))
+    prefix = proxy.open_rollout("long")
+    msgs: list[Any] = [{"role": "user", "content": "hi"}]
+    async with serving(proxy.app) as site:
+        with pytest.raises(openai.BadRequestError) as e1:
+            await site.oai(prefix).chat.completions.create(model="m", messages=msgs)
+        assert e1.value.status_code == 400
+        assert "context_length" in str(e1.value)
+        with pytest.raises(anthropic.BadRequestError) as e2:
+            await site.ant(prefix).messages.create(model="m", max_tokens=5, messages=msgs)
+        assert e2.value.status_code == 400
+    calls, _ = store.read("long")
+    assert len(calls) == 2
+    assert all((c.error or "").startswith("context_length") for c in calls)
