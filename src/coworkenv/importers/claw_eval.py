@@ -66,6 +66,7 @@ from coworkenv.services.service import parse_time
 from coworkenv.spec import (
     CategoriesPresent,
     Check,
+    ClawEvalOrigin,
     ExpectedAction,
     Forbidden,
     KeywordsPresent,
@@ -598,6 +599,8 @@ def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec
     }
     if extension is not None:
         data = apply_extension(data, extension, source)
+    else:
+        data["claw_eval"] = ClawEvalOrigin(task_dir=str(task_dir.resolve()), tool_routes=endpoints)
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as e:

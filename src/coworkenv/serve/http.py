@@ -206,7 +206,11 @@ class _Api:
         route = "/" + path
         # Tool names and routes are global, so the registry's index finds every tool; Trial.call
         # answers 404 tool_not_available (and records it) for one the task does not expose.
-        tdef = registry_routes().get(route) or task_routes(trial.task).get(route)
+        compat = trial.task.profile == "claw-eval"
+        if compat:  # Claw-Eval's services: the task's services' routes, and nothing else
+            tdef = trial.task.routes.get(route)
+        else:
+            tdef = registry_routes().get(route) or task_routes(trial.task).get(route)
         if tdef is not None:
             return await self._call(request, trial, tdef)
         method = request.method
@@ -248,10 +252,14 @@ class _Api:
                 return wrong
             trial.reset()
             return json_response({"status": "reset", "trial_id": trial.id})
+        if compat:
+            return json_response({"detail": "Not Found"}, 404)
         return error_response("unknown_route", f"no tool or endpoint at {route}", 404)
 
     async def _call(self, request: Request, trial: Trial, tdef: ToolDef) -> Response:
         if request.method != "POST":
+            if trial.task.profile == "claw-eval":
+                return json_response({"detail": "Method Not Allowed"}, 405)
             return error_response("method_not_allowed", f"{tdef.route} takes POST with a JSON body", 405)
         if request.headers.get("x-health-check") == "1":  # Claw-Eval's readiness probe: not a call
             return json_response({"status": "ok", "service": tdef.service})
