@@ -33,7 +33,9 @@ MIN_RATE = 0.98
 def _require() -> tuple[Path, Path]:
     if CHECKOUT is None or not TASKS.is_dir():
         if os.environ.get("CI") == "true":
-            pytest.fail("Claw-Eval checkout missing: ../shared/claw-eval/{tasks,upstream} must be beside the repo")
+            pytest.fail(
+                "Claw-Eval checkout missing: ../shared/claw-eval/{tasks,upstream} must be beside the repo"
+            )
         pytest.skip("Claw-Eval checkout not found (../shared/claw-eval/upstream)")
     return TASKS, CHECKOUT
 
@@ -60,7 +62,8 @@ def test_all_shared_tasks_are_probed_on_both_sides(report: Report) -> None:
     assert not report.failed_tasks
     probed = {p.task_id for p in report.pairs}
     documents_only = {n.split()[0] for n in report.not_compared} - probed  # PDF reading, not fixtures
-    assert len(probed) + len(documents_only) == N_TASKS and len(documents_only) <= 2
+    assert len(probed) + len(documents_only) == N_TASKS
+    assert len(documents_only) <= 2
     kinds = {p.probe.kind for p in report.pairs}
     assert kinds == {"valid", "edge", "invalid", "audit"}
 
@@ -83,7 +86,8 @@ def test_strict_profile_is_measurably_different() -> None:
     """The harness discriminates: our strict services are not Claw-Eval's."""
     tasks, checkout = _require()
     strict = run(tasks, checkout, only=["T128_ticket_assignment", "T008_todo_management"], profile="strict")
-    assert strict.pairs and strict.rate < 0.6, strict.summary()
+    assert strict.pairs
+    assert strict.rate < 0.6, strict.summary()
 
 
 # ---------------------------------------------------------------- the profile, case by case
@@ -92,10 +96,12 @@ def test_strict_profile_is_measurably_different() -> None:
 def test_imported_tasks_default_to_the_claw_eval_profile_ours_to_strict() -> None:
     tasks, _ = _require()
     spec, _ = import_task(tasks / "T002_email_triage")
-    assert spec.claw_eval is not None and spec.profile == "claw-eval"
+    assert spec.claw_eval is not None
+    assert spec.profile == "claw-eval"
     assert load_task(spec).profile == "claw-eval"
     ours = TaskSpec.model_validate(base_spec())
-    assert ours.profile == "strict" and load_task(ours).profile == "strict"
+    assert ours.profile == "strict"
+    assert load_task(ours).profile == "strict"
     assert load_task(spec, profile="strict").profile == "strict"
 
 
@@ -109,7 +115,8 @@ def test_values_claw_eval_accepts_are_accepted() -> None:
     client, host = _client("T128_ticket_assignment")
     tid = next(iter(host.trials["t"].snapshot()["helpdesk"]["rows"]))["ticket_id"]
     resp = client.post("/helpdesk/tickets/update", json={"ticket_id": tid, "priority": "P1"})
-    assert resp.status_code == 200 and resp.json()["ticket"]["priority"] == "P1"
+    assert resp.status_code == 200
+    assert resp.json()["ticket"]["priority"] == "P1"
     audit = client.get("/helpdesk/audit").json()
     assert audit["updated_tickets"][0]["priority"] == "P1"
 
@@ -131,7 +138,8 @@ def test_gmail_audit_key_is_sent_messages() -> None:
     client, _ = _client("T002_email_triage")
     client.post("/gmail/send", json={"to": "a@b.c", "subject": "s", "body": "b"})
     audit = client.get("/gmail/audit").json()
-    assert [m["to"] for m in audit["sent_messages"]] == ["a@b.c"] and "sent" not in audit
+    assert [m["to"] for m in audit["sent_messages"]] == ["a@b.c"]
+    assert "sent" not in audit
 
 
 def test_routes_claw_eval_lacks_are_404_not_found() -> None:
@@ -151,9 +159,13 @@ def test_every_tool_of_every_shared_task_exists() -> None:
 def test_tools_the_issue_found_missing_exist() -> None:
     from coworkenv.services import claw
 
-    for name, route in (("crm_export_report", "/crm/export"), ("finance_report_submit", "/finance/report/submit")):
+    for name, route in (
+        ("crm_export_report", "/crm/export"),
+        ("finance_report_submit", "/finance/report/submit"),
+    ):
         tdef = claw.resolve_tool(name, route)
-        assert tdef is not None and tdef.method != "claw_not_served"
+        assert tdef is not None
+        assert tdef.method != "claw_not_served"
     assert claw.resolve_tool("inventory_list_items", "/inventory/products") is not None
 
 
@@ -163,6 +175,7 @@ def test_now_is_frozen_per_trial_so_a_run_replays() -> None:
     again, _ = _client("T002_email_triage", now=now)
     a = first.post("/gmail/messages", json={}).json()
     b = again.post("/gmail/messages", json={}).json()
-    assert a == b and a["messages"]
+    assert a == b
+    assert a["messages"]
     newest = max(m["date"] for m in a["messages"])
     assert newest == "2026-05-03T09:30:00Z"  # Claw-Eval's rule: the newest mail is one day old
