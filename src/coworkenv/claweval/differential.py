@@ -30,7 +30,7 @@ CLOCK_TOLERANCE = timedelta(minutes=30)
 EXTRA_FIELDS: frozenset[str] = frozenset()
 """Fields our bodies may carry that Claw-Eval's do not (none on purpose today)."""
 
-ProbeKind = Literal["valid", "edge", "invalid"]
+ProbeKind = Literal["valid", "edge", "invalid", "audit"]
 
 
 @dataclass(frozen=True)
@@ -300,66 +300,96 @@ def _fixture_files(task_yaml: Mapping[str, Any], task_dir: Path) -> dict[str, Pa
     return out
 
 
+@dataclass
+class TaskSides:
+    """One task set up on both sides: its spec, task.yaml, fixtures, and our open trial."""
+
+    task_dir: Path
+    data: dict[str, Any]
+    spec: Any
+    trial: Any
+    running: set[str]
+    rows_of: dict[str, list[Any]]
+
+    @property
+    def routes(self) -> dict[str, str]:
+        return dict(self.spec.claw_eval.tool_routes) if self.spec.claw_eval else {}
+
+
+class Sides:
+    """Claw-Eval's services and ours (HTTP face, one default trial), switched task by task."""
+
+    def __init__(self, dirs: list[Path], checkout: Path, profile: ServiceProfile = "claw-eval") -> None:
+        from starlette.testclient import TestClient
+
+        from coworkenv.serve.http import create_app
+        from coworkenv.services.trial import Host
+
+        self.profile = profile
+        self.loaded: list[tuple[Path, dict[str, Any], dict[str, Path]]] = []
+        samples: dict[str, Path] = {}
+        for d in dirs:
+            data = yaml.safe_load((d / "task.yaml").read_text(encoding="utf-8"))
+            files = _fixture_files(data, d)
+            for svc, path in files.items():
+                samples.setdefault(svc, path)
+            self.loaded.append((d, data, files))
+        self.upstream = UpstreamServices(checkout, samples)
+        self.host = Host()
+        app = create_app(self.host, default_trial="parity", mcp=False)
+        self.client = TestClient(app, raise_server_exceptions=False)
+
+    def tasks(self, failed: dict[str, str]) -> Iterator[TaskSides]:
+        """Each task, both sides reset to its fixtures; a task that fails to set up goes to ``failed``."""
+        for d, data, files in self.loaded:
+            try:
+                spec, _ = import_task(d)
+                self.host.add_task(spec, str(d), self.profile)
+            except Exception as exc:  # reported per task; the run goes on
+                failed[d.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            running = {s for s in files if self.upstream.serves(s)}
+            for svc in running:
+                self.upstream.load(svc, files[svc])
+            self.host.close_trial("parity")
+            trial = self.host.open_trial(spec.id, "parity")
+            rows_of = {svc: json.loads(files[svc].read_text(encoding="utf-8")) for svc in running}
+            yield TaskSides(d, data, spec, trial, running, rows_of)
+
+    def theirs(self, route: str, args: Any) -> tuple[int, Any]:
+        return self.upstream.post(route, args)
+
+    def ours(self, route: str, args: Any) -> tuple[int, Any]:
+        resp = self.client.post(route, json=args)
+        return resp.status_code, _body(resp)
+
+    def our_audit(self, service: str) -> Any:
+        return _body(self.client.get(f"/{service}/audit"))
+
+
 def run(
     tasks_dir: Path, checkout: Path, only: list[str] | None = None, profile: ServiceProfile = "claw-eval"
 ) -> Report:
     """Every task of ``tasks_dir`` (or ``only`` those ids), both sides, one process. ``profile``
     is ours to measure (``strict`` shows how far our own services are from Claw-Eval's)."""
-    from starlette.testclient import TestClient
-
-    from coworkenv.serve.http import create_app
-    from coworkenv.services.trial import Host
-
     dirs = [d for d in task_dirs(tasks_dir) if only is None or d.name in only]
-    loaded = []
-    samples: dict[str, Path] = {}
-    for d in dirs:
-        data = yaml.safe_load((d / "task.yaml").read_text(encoding="utf-8"))
-        files = _fixture_files(data, d)
-        for svc, path in files.items():
-            samples.setdefault(svc, path)
-        loaded.append((d, data, files))
-    upstream = UpstreamServices(checkout, samples)
-    host = Host()
-    client = TestClient(create_app(host, default_trial="parity", mcp=False), raise_server_exceptions=False)
+    sides = Sides(dirs, checkout, profile)
     report = Report()
-    for d, data, files in loaded:
-        try:
-            spec, _ = import_task(d)
-            host.add_task(spec, str(d), profile)
-        except Exception as exc:  # reported per task; the run goes on
-            report.failed_tasks[d.name] = f"{type(exc).__name__}: {exc}"
-            continue
-        running = {s for s in files if upstream.serves(s)}
-        for svc in running:
-            upstream.load(svc, files[svc])
-        host.close_trial("parity")
-        trial = host.open_trial(spec.id, "parity")
-        today = trial.clock.now()
-        rows_of = {svc: json.loads(files[svc].read_text(encoding="utf-8")) for svc in running}
-        routes = spec.claw_eval.tool_routes if spec.claw_eval else {}
-        for probe in probes(list(data.get("tools") or []), routes, rows_of, today):
+    for t in sides.tasks(report.failed_tasks):
+        name = t.task_dir.name
+        for probe in probes(list(t.data.get("tools") or []), t.routes, t.rows_of, t.trial.clock.now()):
             service = probe.route.strip("/").split("/", 1)[0]
-            if service not in running:
-                report.not_compared.append(f"{d.name} {probe.tool} ({service} not run by the task)")
+            if service not in t.running:
+                report.not_compared.append(f"{name} {probe.tool} ({service} not run by the task)")
                 continue
-            theirs = upstream.post(probe.route, probe.args)
-            resp = client.post(probe.route, json=probe.args)
-            ours = (resp.status_code, _body(resp))
-            report.pairs.append(Pair(d.name, probe, theirs, ours, compare(theirs, ours)))
-        for svc in sorted(running):
-            theirs_audit = upstream.audit(svc)
-            ours_audit = _body(client.get(f"/{svc}/audit"))
-            probe = Probe(f"{svc}/audit", f"/{svc}/audit", {}, "valid")
-            pair = Pair(
-                d.name,
-                probe,
-                (200, theirs_audit),
-                (200, ours_audit),
-                compare((200, theirs_audit), (200, ours_audit)),
+            theirs, ours = sides.theirs(probe.route, probe.args), sides.ours(probe.route, probe.args)
+            report.pairs.append(Pair(name, probe, theirs, ours, compare(theirs, ours)))
+        for svc in sorted(t.running):
+            theirs_audit, ours_audit = (200, sides.upstream.audit(svc)), (200, sides.our_audit(svc))
+            probe = Probe(f"{svc}/audit", f"/{svc}/audit", {}, "audit")
+            report.pairs.append(
+                Pair(name, probe, theirs_audit, ours_audit, compare(theirs_audit, ours_audit))
             )
-            pair.probe = Probe(probe.tool, probe.route, {}, "audit")  # type: ignore[arg-type]
-            report.pairs.append(pair)
     return report
 
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from coworkenv.claweval.trace import to_trace_events
 from coworkenv.claweval.upstream import find_checkout
+from coworkenv.errors import CoworkError
 from coworkenv.rollout.record import RolloutRecord
 from coworkenv.services.trial import LoadedTask
 
@@ -137,6 +138,17 @@ def grade_records(
                 judge_calls=int(raw.get("judge_calls", 0)),
             )
     return [r for r in results if r is not None]
+
+
+def grade_traces(
+    jobs: list[dict[str, Any]], *, checkout: Path | None = None, timeout_s: float = 1800.0
+) -> list[dict[str, Any]]:
+    """Grade prepared jobs (``{trace, task_yaml, tasks_dir, judge}``; see :mod:`._child`) in one
+    child process; raises :class:`CoworkError` when Claw-Eval's package cannot be found."""
+    where = package_path(checkout)
+    if where is None:
+        raise CoworkError("Claw-Eval's package not found: install it or give a checkout (its src/claw_eval)")
+    return _run_child(jobs, where, timeout_s) if jobs else []
 
 
 def _run_child(jobs: list[dict[str, Any]], src: str, timeout_s: float) -> list[dict[str, Any]]:
