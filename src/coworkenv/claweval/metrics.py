@@ -53,7 +53,8 @@ class ClawEvalSummary(BaseModel):
     judge_not_run: int
     """Graded rollouts whose grader asked a judge that was not run (its parts scored nothing)."""
     errors: dict[str, str]
-    """task id → why it was not graded (our failure: left out, not 0)."""
+    """rollout id → ``task id: why`` it was not graded (our failure: left out, not 0; as Claw-Eval
+    leaves errored trials out of a task's average)."""
     not_claw_eval: list[str]
     """Task ids graded our way (Claw-Eval's package missing): not Claw-Eval's scores."""
     per_task: list[ClawTaskMetrics]
@@ -73,7 +74,7 @@ def summarize_claw_eval(grades: Sequence[ClawGrade]) -> ClawEvalSummary:
         if g.status == "graded" and g.task_score is not None:
             by_task[g.task_id].append(g.task_score)
         elif g.status == "error":
-            errors.setdefault(g.task_id, g.reason)
+            errors[g.rollout_id] = f"{g.task_id}: {g.reason}"
     per_task = []
     for tid, scores in sorted(by_task.items()):
         n = len(scores)
@@ -89,7 +90,6 @@ def summarize_claw_eval(grades: Sequence[ClawGrade]) -> ClawEvalSummary:
                 passed_all=c == n,
             )
         )
-    errors = {t: why for t, why in errors.items() if t not in by_task}
     n_tasks = len(per_task)
     avg = sum(t.avg_score for t in per_task) / n_tasks if n_tasks else None
     at_k = sum(t.passed_any for t in per_task)

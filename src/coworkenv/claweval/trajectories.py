@@ -118,7 +118,10 @@ def scripts(t: TaskSides) -> list[Script]:
 
 
 def _messages(prompt: str, script: Script, bodies: list[Any]) -> list[Message]:
-    msgs = [Message(role="system", content="You are a helpful assistant."), Message(role="user", content=prompt)]
+    msgs = [
+        Message(role="system", content="You are a helpful assistant."),
+        Message(role="user", content=prompt),
+    ]
     for i, ((tool, _route, args), body) in enumerate(zip(script.calls, bodies, strict=True)):
         call = ToolCall(id=f"call_{i}", name=tool, arguments=json.dumps(args, ensure_ascii=False))
         msgs.append(Message(role="assistant", tool_calls=(call,)))
@@ -135,7 +138,9 @@ def _their_trace(t: TaskSides, sides: Sides, script: Script, tid: str) -> list[d
         harness="script",
         trial=0,
         status="ok",
-        messages=tuple(_messages(str((t.data.get("prompt") or {}).get("text", "")), script, [b for _, b in answers])),
+        messages=tuple(
+            _messages(str((t.data.get("prompt") or {}).get("text", "")), script, [b for _, b in answers])
+        ),
     )
     # Messages as ours would be; dispatches and audit as Claw-Eval's runner records them.
     events = [e for e in to_trace_events(record, t.trial.task) if e["type"] in ("trace_start", "message")]
@@ -192,7 +197,11 @@ def run(tasks_dir: Path, checkout: Path, only: list[str] | None = None) -> Score
     jobs: list[dict[str, Any]] = []
     keys: list[tuple[str, Kind]] = []
     for t in sides.tasks(report.failed_tasks):
-        base = {"task_yaml": str(t.task_dir / "task.yaml"), "tasks_dir": str(t.task_dir.parent), "judge": FIXED_JUDGE}
+        base = {
+            "task_yaml": str(t.task_dir / "task.yaml"),
+            "tasks_dir": str(t.task_dir.parent),
+            "judge": FIXED_JUDGE,
+        }
         for script in scripts(t):
             tid = f"{t.task_dir.name}-{script.kind}"
             for svc in t.running:  # fresh fixtures on both sides for every script

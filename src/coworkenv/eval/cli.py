@@ -166,8 +166,8 @@ def claw_eval_table(c: Any) -> Any:
         str(c.judge_not_run),
         str(len(c.errors)),
     )
-    for tid, why in c.errors.items():
-        t.add_row(tid, "", "not graded", why[:60], "", "", "")
+    for rid, why in c.errors.items():
+        t.add_row(rid, "", "not graded", why[:60], "", "", "")
     if c.not_claw_eval:
         t.caption = (
             f"graded our way, NOT Claw-Eval's score (its package missing): {', '.join(c.not_claw_eval)}"
