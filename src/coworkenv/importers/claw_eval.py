@@ -510,8 +510,28 @@ def _type_ok(theirs: Any, ours: Mapping[str, Any]) -> bool:
     return theirs in types or (theirs in numeric and bool(types & numeric))
 
 
+def profile_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) -> list[str]:
+    """What the Claw-Eval profile (the one an imported task runs in) cannot serve as Claw-Eval does."""
+    from coworkenv.services import claw
+    from coworkenv.services.registry import TOOLS
+
+    notes: list[str] = []
+    for tool in task_tools:
+        name = str(tool.get("name", ""))
+        route = endpoints.get(name)
+        tdef = claw.resolve_tool(name, route)
+        if tdef is None and name not in TOOLS:
+            notes.append(f"claw-eval profile: tool {name} at {route} is unknown; the task will not load")
+        elif tdef is not None and tdef.method == "claw_not_served":
+            notes.append(
+                f"claw-eval profile: {name} at {tdef.route} is not served by Claw-Eval (404 there and here)"
+            )
+    return notes
+
+
 def tool_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) -> list[str]:
-    """Compare Claw-Eval tool schemas and routes with the registry's tools (``compat:`` notes)."""
+    """Compare Claw-Eval tool schemas and routes with the strict registry's tools (``compat:`` notes:
+    what the task would lack under ``service_profile: strict``)."""
     from coworkenv.services.registry import TOOLS
 
     notes: list[str] = []
@@ -570,6 +590,7 @@ def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec
         notes.append(f"mock_today {today} ({how}); Claw-Eval's gmail shift alone would give {gmail}")
     endpoints = {e.tool_name: urlparse(e.url).path for e in task.tool_endpoints}
     notes += tool_gaps([t.model_dump() for t in task.tools], endpoints)
+    notes += profile_gaps([t.model_dump() for t in task.tools], endpoints)
     notes += _add_tool_services(task, services, endpoints)
     notes += _leftovers(task)
     extension = (task.model_extra or {}).get(EXTENSION_KEY) if use_extension else None
