@@ -179,3 +179,20 @@ def test_now_is_frozen_per_trial_so_a_run_replays() -> None:
     assert a["messages"]
     newest = max(m["date"] for m in a["messages"])
     assert newest == "2026-05-03T09:30:00Z"  # Claw-Eval's rule: the newest mail is one day old
+
+
+def test_injected_faults_answer_with_claw_eval_bodies() -> None:
+    from coworkenv.services.faults import FaultPlan
+
+    tasks, _ = _require()
+    spec, _ = import_task(tasks / "T002_email_triage")
+    host = Host()
+    host.add_task(spec)
+    plan = FaultPlan(rate=1.0, rate_limit=1.0, server_error=0.0, latency=0.0)
+    client = TestClient(create_app(host, default_trial="f", mcp=False))
+    host.open_trial(spec.id, "f", faults=plan)
+    resp = client.post("/gmail/messages", json={})
+    assert resp.status_code == 429
+    assert resp.json()["error"] == "rate_limit_exceeded"
+    assert resp.headers["retry-after"] == "2"
+    assert client.get("/gmail/audit").json()["calls"] == []  # a fault never reaches the handler's log

@@ -34,6 +34,10 @@ Mapping (Claw-Eval → coworkenv):
   (see :func:`apply_extension`).
 * ``expected_actions`` → ExpectedAction; ``sandbox_files`` → ``workspace`` (text files; binary or
   missing files are noted).
+* the task directory and ``tool_endpoints`` paths → ``claw_eval`` (:class:`~coworkenv.spec.ClawEvalOrigin`):
+  the task then runs in the Claw-Eval service profile (:mod:`coworkenv.services.claw`) and is graded
+  by its own ``grader.py`` (:mod:`coworkenv.claweval.grade`); ``scoring_components`` stay as our
+  descriptive checks, used only where Claw-Eval's package is missing.
 
 ``mock_today`` (Claw-Eval uses the wall clock and shifts gmail dates so the newest email is one day
 old, calendar events so the earliest is tomorrow; other fixtures keep their absolute dates): the first

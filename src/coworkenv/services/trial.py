@@ -231,7 +231,8 @@ class Trial:
             event.fault = fault.kind
             event.delay_s = fault.delay_s
             if fault.kind != "latency":
-                event.error = fault.payload()
+                claw = self.task.profile == "claw-eval"
+                event.error = fault.claw_eval_payload() if claw else fault.payload()
                 return event.error, fault.status
         svc = self.services[tdef.service]
         mark = len(self._journal)
