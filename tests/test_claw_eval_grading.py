@@ -189,3 +189,36 @@ def test_eval_reports_claw_eval_metrics_beside_ours(tmp_path: Path) -> None:
     assert claw["tasks"] == 1
     assert claw["per_task"][0]["task_id"] == "T002_email_triage"
     assert claw["score"] is not None
+
+
+def test_the_judge_goes_through_our_judge_endpoint_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COWORKENV_JUDGE_* reach Claw-Eval's LLMJudge: the grader's judge calls hit our endpoint."""
+    from fastapi import FastAPI
+
+    from coworkenv.serve.http import background_server
+
+    tasks, _ = _require()
+    seen: list[str] = []
+    labels = {"msg_001": "needs reply", "msg_002": "needs reply", "msg_003": "FYI", "msg_004": "spam"}
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    def complete(body: dict[str, object]) -> dict[str, object]:
+        seen.append(str(body.get("model")))
+        message = {"role": "assistant", "content": json.dumps(labels)}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+
+    task, record = _rollout(tasks / "T002_email_triage")
+    (offline,) = grade_records([(task, record)], judge={"kind": "none"})
+    with background_server(app) as url:
+        monkeypatch.setenv("COWORKENV_JUDGE_BASE_URL", f"{url}/v1")
+        monkeypatch.setenv("COWORKENV_JUDGE_MODEL", "our-judge")
+        monkeypatch.setenv("COWORKENV_JUDGE_API_KEY", "k")
+        (judged,) = grade_records([(task, record)])
+    assert judged.status == "graded", judged.reason
+    assert judged.judge == "run"
+    assert seen == ["our-judge"]
+    assert judged.completion is not None
+    assert offline.completion is not None
+    assert judged.completion > offline.completion

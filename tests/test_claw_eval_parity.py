@@ -196,3 +196,24 @@ def test_injected_faults_answer_with_claw_eval_bodies() -> None:
     assert resp.json()["error"] == "rate_limit_exceeded"
     assert resp.headers["retry-after"] == "2"
     assert client.get("/gmail/audit").json()["calls"] == []  # a fault never reaches the handler's log
+
+
+def test_post_trials_takes_the_recorded_now_to_replay() -> None:
+    tasks, _ = _require()
+    spec, _ = import_task(tasks / "T004_calendar_scheduling")
+    host = Host()
+    host.add_task(spec)
+    client = TestClient(create_app(host, mcp=False))
+    bodies = []
+    for tid in ("a", "b"):
+        made = client.post(
+            "/trials", json={"task_id": spec.id, "trial_id": tid, "now": "2026-07-01T08:00:00Z"}
+        )
+        assert made.status_code == 201
+        assert made.json()["profile"] == "claw-eval"
+        assert made.json()["now"] == "2026-07-01T08:00:00+00:00"
+        bodies.append(client.post(f"/t/{tid}/calendar/events", json={"date": "2026-07-02", "days": 7}).json())
+    assert bodies[0] == bodies[1]
+    assert bodies[0]["events"]  # Claw-Eval's rule: the earliest event is the day after now
+    bad = client.post("/trials", json={"task_id": spec.id, "now": "yesterday"})
+    assert bad.status_code == 422
