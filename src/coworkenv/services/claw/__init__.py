@@ -15,18 +15,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from coworkenv.services.claw.base import ClawService, NotServed
+from coworkenv.services.claw.base import ClawService
 from coworkenv.services.claw.comms import ClawConfig, ClawContacts, ClawGmail, ClawNotes, ClawRss
-from coworkenv.services.claw.ops import (
-    ClawCalendar,
-    ClawCrm,
-    ClawFinance,
-    ClawHelpdesk,
-    ClawInventory,
-    ClawKb,
-    ClawScheduler,
-    ClawTodo,
-)
+from coworkenv.services.claw.ops import ClawCrm, ClawFinance, ClawHelpdesk, ClawInventory, ClawKb
+from coworkenv.services.claw.planning import ClawCalendar, ClawScheduler, ClawTodo
 from coworkenv.services.service import LaxArgs, Service, ToolDef
 
 _CLASSES: tuple[type[ClawService], ...] = (
@@ -71,13 +63,6 @@ _DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
 
 class _Nothing(LaxArgs):
     """A tool that is not served takes any body."""
-
-
-def _not_served(self: Any, **_: Any) -> Any:
-    raise NotServed()
-
-
-ClawService.claw_not_served = _not_served  # type: ignore[attr-defined]
 
 
 def resolve_tool(name: str, route: str | None) -> ToolDef | None:

@@ -60,6 +60,10 @@ class ClawService(Service):
     def seed(self) -> None:
         """Adjust this trial's starting rows (date shifts relative to the frozen now). Default: none."""
 
+    def claw_not_served(self, **_: Any) -> Any:
+        """The handler of a declared tool at a route Claw-Eval does not serve (not a tool itself)."""
+        raise NotServed()
+
     # -- helpers for handlers
 
     @property
