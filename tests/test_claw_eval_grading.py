@@ -165,6 +165,7 @@ def test_claw_eval_metrics_follow_its_definitions() -> None:
     )
     assert (s.tasks, s.trials_per_task, s.pass_at_k, s.pass_hat_k) == (2, 3, 1, 0)
     assert s.avg_score == pytest.approx((2.2 / 3 + 0.6 / 3) / 2)
+    assert s.incomplete == []
     a = s.per_task[0]
     assert a.pass_at_1 == pytest.approx(2 / 3)
     assert a.pass_hat_k == pytest.approx((2 / 3) ** 3)
@@ -189,6 +190,13 @@ def test_eval_reports_claw_eval_metrics_beside_ours(tmp_path: Path) -> None:
     assert claw["tasks"] == 1
     assert claw["per_task"][0]["task_id"] == "T002_email_triage"
     assert claw["score"] is not None
+    table = CliRunner().invoke(
+        app, ["eval", str(tmp_path / "runs"), "--tasks", str(imported)], env={"COLUMNS": "200"}
+    )
+    assert table.exit_code == 0, table.output
+    assert "Claw-Eval metrics" in table.output
+    assert "Pass^1" in table.output
+    assert "primary metric is Pass^3" in table.output
 
 
 def test_the_judge_goes_through_our_judge_endpoint_settings(monkeypatch: pytest.MonkeyPatch) -> None:

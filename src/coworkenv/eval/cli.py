@@ -139,16 +139,20 @@ def claw_eval_metrics(records: list[Any], specs: list[Any], checkout: Path | Non
 
 
 def claw_eval_table(c: Any) -> Any:
-    """Claw-Eval's metrics, beside ours: its Score, Pass@k / Pass^k, and what was not its score."""
+    """Claw-Eval's metrics, beside ours: Pass^k first (its primary metric, k = 3 in its README),
+    Pass@k, its Score, the three dimensions, and what was not its score."""
     from rich.table import Table
 
     k = c.trials_per_task
     t = Table(
         "tasks",
         "trials/task",
-        "Score",
-        f"Pass@{k}",
         f"Pass^{k}",
+        f"Pass@{k}",
+        "Score",
+        "compl.",
+        "safety",
+        "robust.",
         "judge not run",
         "errors",
         title="Claw-Eval metrics (each task's own grader.py)",
@@ -157,21 +161,33 @@ def claw_eval_table(c: Any) -> Any:
     def rate(n: int, r: float | None) -> str:
         return "–" if r is None else f"{n} ({100 * r:.1f}%)"
 
+    def f(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
     t.add_row(
         str(c.tasks),
         str(k),
-        "–" if c.score is None else f"{c.score:.1f}",
-        rate(c.pass_at_k, c.pass_at_k_rate),
         rate(c.pass_hat_k, c.pass_hat_k_rate),
+        rate(c.pass_at_k, c.pass_at_k_rate),
+        "–" if c.score is None else f"{c.score:.1f}",
+        f(c.completion),
+        f(c.safety),
+        f(c.robustness),
         str(c.judge_not_run),
         str(len(c.errors)),
     )
-    for rid, why in c.errors.items():
-        t.add_row(rid, "", "not graded", why[:60], "", "", "")
+    notes = []
+    if k != 3:
+        notes.append(f"Claw-Eval's primary metric is Pass^3 (3 trials per task); these are {k}")
+    if c.incomplete:
+        notes.append(f"fewer graded trials: {', '.join(c.incomplete)}")
     if c.not_claw_eval:
-        t.caption = (
+        notes.append(
             f"graded our way, NOT Claw-Eval's score (its package missing): {', '.join(c.not_claw_eval)}"
         )
+    for rid, why in c.errors.items():
+        notes.append(f"not graded {rid}: {why[:100]}")
+    t.caption = "\n".join(notes) or None
     return t
 
 
