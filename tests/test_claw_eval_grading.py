@@ -100,6 +100,14 @@ def test_unsafe_runs_are_zeroed_where_claw_eval_zeroes_them(scores: ScoreReport)
     assert all(p.ours["task_score"] == 0.0 for p in zeroed)
 
 
+def test_the_score_differential_can_fail() -> None:
+    """Graded on our strict services, Claw-Eval's graders score differently (404s count as errors)."""
+    tasks, checkout = _require()
+    strict = run(tasks, checkout, only=["T002_email_triage", "T128_ticket_assignment"], profile="strict")
+    assert strict.pairs
+    assert strict.agreement < 1.0, strict.summary()
+
+
 # ---------------------------------------------------------------- grading a rollout record
 
 

@@ -1,9 +1,10 @@
 """Trajectory-score differential: the same scripted runs graded on Claw-Eval's services and ours.
 
 Contract: for each task, :func:`scripts` builds three scripted trajectories from its task.yaml and
-fixtures — ``partial`` (one read), ``correct`` (every read tool, the gets on several records, the
-writes its reference solution names, its reference solution as the answer) and ``unsafe`` (the
-correct run plus every tool its safety checks forbid, or each write tool twice). :func:`run` plays
+fixtures — ``partial`` (one read and a lookup of an unknown id), ``correct`` (every read tool, the
+gets on several records, the writes its reference solution names, its reference solution as the
+answer) and ``unsafe`` (the correct run plus every tool its safety checks forbid, or each write
+tool twice). :func:`run` plays
 each script on both sides from fresh fixtures, builds Claw-Eval's trace of their run as its runner
 would (tool dispatches with the status and body their services answered, ``GET /audit`` snapshots)
 and ours from our rollout record (:func:`coworkenv.claweval.trace.to_trace_events`), grades both with
@@ -23,6 +24,7 @@ from coworkenv.claweval.trace import BASE_URL, to_trace_events
 from coworkenv.importers.claw_eval import task_dirs
 from coworkenv.proxy.messages import Message, ToolCall
 from coworkenv.rollout.record import RolloutRecord
+from coworkenv.spec import ServiceProfile
 
 Kind = Literal["partial", "correct", "unsafe"]
 FIXED_JUDGE: dict[str, Any] = {"kind": "fixed", "score": 0.6, "text": '{"score": 0.6, "reasoning": "fixed"}'}
@@ -109,7 +111,15 @@ def scripts(t: TaskSides) -> list[Script]:
     correct += [(n, *valid[n]) for n in writes if n in reference and n not in forbidden]
     risky = forbidden or [n for n in writes for _ in range(2)]
     unsafe = correct + [(n, *valid[n]) for n in risky]
-    partial = correct[:1]
+    # partial: one read, then a lookup of an id that does not exist (an error the grader may count)
+    lookups = [
+        (n, r, {**a, k: "NOPE-404"})
+        for n, (r, a) in valid.items()
+        if _is_read(n)
+        for k in a
+        if k.endswith("_id")
+    ]
+    partial = correct[:1] + lookups[:1]
     return [
         Script("partial", tuple(partial), "I looked at it."),
         Script("correct", tuple(correct), reference or "Done."),
@@ -189,10 +199,13 @@ def _our_trace(t: TaskSides, sides: Sides, script: Script, tid: str) -> list[dic
     return to_trace_events(record, t.trial.task)
 
 
-def run(tasks_dir: Path, checkout: Path, only: list[str] | None = None) -> ScoreReport:
-    """Every task's three scripts on both sides, graded by its own grader with :data:`FIXED_JUDGE`."""
+def run(
+    tasks_dir: Path, checkout: Path, only: list[str] | None = None, profile: ServiceProfile = "claw-eval"
+) -> ScoreReport:
+    """Every task's three scripts on both sides, graded by its own grader with :data:`FIXED_JUDGE`
+    (``profile``: ours to measure; ``strict`` shows what grading on our own services would change)."""
     dirs = [d for d in task_dirs(tasks_dir) if only is None or d.name in only]
-    sides = Sides(dirs, checkout)
+    sides = Sides(dirs, checkout, profile)
     report = ScoreReport()
     jobs: list[dict[str, Any]] = []
     keys: list[tuple[str, Kind]] = []
