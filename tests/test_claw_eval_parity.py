@@ -217,3 +217,16 @@ def test_post_trials_takes_the_recorded_now_to_replay() -> None:
     assert bodies[0]["events"]  # Claw-Eval's rule: the earliest event is the day after now
     bad = client.post("/trials", json={"task_id": spec.id, "now": "yesterday"})
     assert bad.status_code == 422
+
+
+def test_agents_see_the_tasks_own_tool_descriptions_and_schemas() -> None:
+    tasks, _ = _require()
+    spec, _ = import_task(tasks / "T002_email_triage")
+    tools = {t.name: t for t in load_task(spec).tools.values()}
+    get = tools["gmail_get_message"]
+    assert get.description == "Get the detailed content of an email by its message ID"
+    assert get.input_schema()["required"] == ["message_id"]
+    assert (
+        get.openai_schema()["function"]["parameters"]["properties"]["message_id"]["description"]
+        == "Message ID"
+    )

@@ -315,6 +315,10 @@ class ClawEvalOrigin(Frozen):
     tool_routes: dict[str, str] = Field(
         default_factory=dict, description="Tool name → HTTP path, from task.yaml's tool_endpoints."
     )
+    tool_schemas: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Tool name → {description, input_schema} as task.yaml gives them to the agent.",
+    )
 
 
 class TaskSpec(Frozen):

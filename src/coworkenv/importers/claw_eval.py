@@ -175,6 +175,7 @@ class _ServiceDef(_Model):
 
 class _Tool(_Model):
     name: str
+    description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -625,7 +626,10 @@ def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec
     if extension is not None:
         data = apply_extension(data, extension, source)
     else:
-        data["claw_eval"] = ClawEvalOrigin(task_dir=str(task_dir.resolve()), tool_routes=endpoints)
+        schemas = {t.name: {"description": t.description, "input_schema": t.input_schema} for t in task.tools}
+        data["claw_eval"] = ClawEvalOrigin(
+            task_dir=str(task_dir.resolve()), tool_routes=endpoints, tool_schemas=schemas
+        )
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as e:

@@ -205,9 +205,14 @@ class ToolDef:
     error_style: ErrorStyle = "coworkenv"
     """How invalid arguments are answered: ours (``{error, code, details}``) or FastAPI's 422
     ``{"detail": [...]}`` (the Claw-Eval profile)."""
+    schema: JSON | None = None
+    """The argument schema shown to agents when a task gives its own (Claw-Eval's task.yaml);
+    validation still follows ``args_model``."""
 
     def input_schema(self) -> JSON:
         """JSON Schema of the arguments (as in Claw-Eval's ``input_schema`` and MCP's ``inputSchema``)."""
+        if self.schema is not None:
+            return dict(self.schema)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for name, prop in list(schema.get("properties", {}).items()):

@@ -11,6 +11,7 @@ exception escapes ``call``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -137,6 +138,13 @@ def _load_claw_eval(spec: TaskSpec, source: str) -> LoadedTask:
                 "(give the route in claw_eval.tool_routes, or use service_profile 'strict')",
             ))
             continue
+        given = spec.claw_eval.tool_schemas.get(tname) if spec.claw_eval is not None else None
+        if given:  # the agent sees the task's own description and schema, as in Claw-Eval
+            tdef = dataclasses.replace(
+                tdef,
+                description=str(given.get("description") or tdef.description),
+                schema=dict(given.get("input_schema") or tdef.input_schema()),
+            )
         tools[tname] = tdef
     unknown = sorted(set(spec.services) - set(claw.SERVICES) - set(registry.SERVICES))
     issues += [SpecIssue(f"services.{name}", "unknown service") for name in unknown]
