@@ -140,6 +140,10 @@ def test_missing_or_raising_graders_are_reported_per_task_and_the_run_goes_on(tm
     missing_dir = tmp_path / "missing" / "T002_email_triage"
     shutil.copytree(tasks / "T002_email_triage", missing_dir)
     (missing_dir / "grader.py").unlink()
+    yaml_path = missing_dir / "task.yaml"  # an id no checkout holds, so no fallback finds a grader
+    yaml_path.write_text(
+        yaml_path.read_text(encoding="utf-8").replace("T002_email_triage", "T002_gone"), "utf-8"
+    )
     missing = _rollout(missing_dir, "missing")
     out = grade_records([raising, missing, good], judge={"kind": "none"})
     assert [g.status for g in out] == ["error", "error", "graded"]

@@ -76,6 +76,19 @@ def package_path(checkout: Path | None = None) -> str | None:
     return str(src) if (src / "claw_eval").is_dir() else None
 
 
+def find_task_dir(imported_from: str, task_id: str, checkout: Path | None) -> Path:
+    """The task's Claw-Eval directory: where it was imported from, else ``tasks/<id>`` of the
+    checkout (or beside it, as in ``../shared/claw-eval``). The first candidate when none has it."""
+    root = checkout or find_checkout()
+    candidates = [Path(imported_from)]
+    if root is not None:
+        candidates += [root / "tasks" / task_id, root.parent / "tasks" / task_id]
+    for c in candidates:
+        if (c / "grader.py").is_file():
+            return c
+    return candidates[0]
+
+
 def grade_records(
     items: Sequence[tuple[LoadedTask, RolloutRecord]],
     *,
@@ -98,7 +111,7 @@ def grade_records(
                 **base, status="error", reason="not an imported Claw-Eval task (no claw_eval origin)"
             )
             continue
-        task_dir = Path(origin.task_dir)
+        task_dir = find_task_dir(origin.task_dir, task.spec.id, checkout)
         if not (task_dir / "grader.py").is_file():
             results[i] = ClawGrade(**base, status="error", reason=f"no grader.py in {task_dir}")
             continue
