@@ -263,6 +263,7 @@ _STAGE_CLIS = (
     "coworkenv.curation.cli",  # curate
     "coworkenv.rl.cli",  # train sft|rl
     "coworkenv.eval.cli",  # eval, report
+    "coworkenv.claweval.cli",  # parity (against a Claw-Eval checkout)
     "coworkenv.job.cli",  # job
 )
 
