@@ -7,6 +7,7 @@ checkout fails instead of skipping.
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -230,3 +231,17 @@ def test_agents_see_the_tasks_own_tool_descriptions_and_schemas() -> None:
         get.openai_schema()["function"]["parameters"]["properties"]["message_id"]["description"]
         == "Message ID"
     )
+
+
+def test_parity_command_measures_any_task_directory(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from coworkenv.cli import app
+
+    tasks, checkout = _require()
+    (tmp_path / "T008_todo_management").symlink_to(tasks / "T008_todo_management")
+    result = CliRunner().invoke(app, ["parity", str(tmp_path), "--checkout", str(checkout), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["services"]["rate"] == 1.0
+    assert "pairs equivalent" in data["services"]["summary"]
