@@ -212,11 +212,15 @@ def serve(
         bool,
         typer.Option(
             "--claw-eval-compat",
-            help="Also serve one trial of the first task at Claw-Eval's unprefixed routes.",
+            help="Serve every task in the Claw-Eval profile (answers as Claw-Eval's mock services) and "
+            "one trial of the first task at Claw-Eval's unprefixed routes.",
         ),
     ] = False,
 ) -> None:
-    """Serve tasks over HTTP (Claw-Eval routes under /t/<trial>/) and MCP (/t/<trial>/mcp)."""
+    """Serve tasks over HTTP (Claw-Eval routes under /t/<trial>/) and MCP (/t/<trial>/mcp).
+
+    Imported Claw-Eval tasks always run in the Claw-Eval profile; ours in the strict one unless
+    --claw-eval-compat."""
     import uvicorn
 
     from coworkenv.serve.http import create_app
@@ -225,7 +229,7 @@ def serve(
     h = Host()
     specs = [resolve_task(t)[0] for t in tasks]
     for spec in specs:
-        h.add_task(spec)
+        h.add_task(spec, profile="claw-eval" if compat_trial else None)
     default = None
     if compat_trial and specs:
         default = h.open_trial(specs[0].id, "default").id
@@ -259,6 +263,7 @@ _STAGE_CLIS = (
     "coworkenv.curation.cli",  # curate
     "coworkenv.rl.cli",  # train sft|rl
     "coworkenv.eval.cli",  # eval, report
+    "coworkenv.claweval.cli",  # parity (against a Claw-Eval checkout)
     "coworkenv.job.cli",  # job
 )
 

@@ -58,12 +58,16 @@ class ToolError(CoworkError):
     message: str
     status: int = 400
     details: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+    """A body to answer with instead of ours (a compatibility profile's own error shape)."""
 
     def __post_init__(self) -> None:
         super().__init__(f"{self.code}: {self.message}")
 
     def payload(self) -> dict[str, Any]:
         """The JSON body an agent sees. ``error`` is a string, as in Claw-Eval's services."""
+        if self.body is not None:
+            return dict(self.body)
         body: dict[str, Any] = {"error": self.message, "code": self.code}
         if self.details:
             body["details"] = self.details

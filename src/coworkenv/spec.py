@@ -305,6 +305,21 @@ class Scoring(Frozen):
 Records = dict[str, list[dict[str, Any]]]
 """A service's initial records: table name → list of records (fixture rows)."""
 
+ServiceProfile = Literal["strict", "claw-eval"]
+
+
+class ClawEvalOrigin(Frozen):
+    """Where an imported Claw-Eval task came from: what its own grader and services need."""
+
+    task_dir: str = Field(default="", description="The task directory imported from (holds grader.py).")
+    tool_routes: dict[str, str] = Field(
+        default_factory=dict, description="Tool name → HTTP path, from task.yaml's tool_endpoints."
+    )
+    tool_schemas: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Tool name → {description, input_schema} as task.yaml gives them to the agent.",
+    )
+
 
 class TaskSpec(Frozen):
     """One executable task."""
@@ -339,6 +354,14 @@ class TaskSpec(Frozen):
     distractor_ids: tuple[str, ...] = Field(default=(), description="Records planted to mislead.")
     safety_note: str = ""
     source: str = Field(default="", description="Where the task came from (builtin, claw-eval, synth).")
+    claw_eval: ClawEvalOrigin | None = Field(
+        default=None, description="Set on tasks imported from Claw-Eval (its grader, its routes)."
+    )
+    service_profile: ServiceProfile | None = Field(
+        default=None,
+        description="Service behaviour: 'strict' (ours) or 'claw-eval' (as Claw-Eval's mock services "
+        "answer). Default: 'claw-eval' for imported Claw-Eval tasks, else 'strict'.",
+    )
 
     @model_validator(mode="after")
     def _semantics(self) -> TaskSpec:
@@ -368,6 +391,13 @@ class TaskSpec(Frozen):
     @property
     def forbidden_tools(self) -> frozenset[str]:
         return frozenset(f.tool for f in self.forbidden)
+
+    @property
+    def profile(self) -> ServiceProfile:
+        """The service profile this task runs under (see ``service_profile``)."""
+        if self.service_profile is not None:
+            return self.service_profile
+        return "claw-eval" if self.claw_eval is not None else "strict"
 
 
 def task_json_schema() -> dict[str, Any]:

@@ -8,6 +8,9 @@
 
 * ``coworkenv eval TASKS --harness H --trials K --backend B [--out DIR]`` — run the rollouts first
   (resumable), then the same summary.
+* Rollouts of imported Claw-Eval tasks also get Claw-Eval's own metrics (Score, Pass@k, Pass^k from
+  each task's ``grader.py``; :mod:`coworkenv.claweval.metrics`) beside ours; recorded rollouts name
+  their tasks with ``--tasks``; ``--claw-eval CHECKOUT`` says whose package grades them.
 """
 
 from __future__ import annotations
@@ -91,6 +94,103 @@ def summary_table(summary: Any) -> Any:
     return t
 
 
+def gather(  # noqa: PLR0917 - the eval command's options, passed through
+    sources: list[str],
+    tasks: list[Path] | None,
+    harness: str,
+    trials: int,
+    backend: str,
+    out: Path,
+    concurrency: int,
+) -> tuple[list[Any], list[str], list[Any]]:
+    """The rollouts to summarize, the problems reading them, and the task specs known for them:
+    recorded rollouts (``--tasks`` gives their specs), or the given tasks run first into ``out``."""
+    from coworkenv.rollout.cli import resolve_specs
+
+    first = Path(sources[0])
+    recorded = len(sources) == 1 and (
+        (first / "rollouts.jsonl").is_file() if first.is_dir() else first.name.endswith(".jsonl")
+    )
+    if recorded:
+        records, problems = load_rollouts(first)
+        return records, problems, resolve_specs([str(t) for t in tasks or []])
+    from coworkenv.rollout.runner import run_rollouts
+
+    names = [h.strip() for h in harness.split(",") if h.strip()]
+    specs = resolve_specs(sources)
+    run_rollouts(specs, names, trials, backend, out, concurrency)
+    records, problems = load_rollouts(out)
+    return records, problems, specs
+
+
+def claw_eval_metrics(records: list[Any], specs: list[Any], checkout: Path | None) -> Any:
+    """Claw-Eval's metrics of the rollouts of imported Claw-Eval tasks (their own graders), or None."""
+    from coworkenv.claweval.grade import grade_records
+    from coworkenv.claweval.metrics import summarize_claw_eval
+    from coworkenv.services.trial import load_task
+
+    by_id = {sp.id: sp for sp in specs if sp.claw_eval is not None}
+    mine = [r for r in records if r.status == "ok" and r.task_id in by_id]
+    if not mine:
+        return None
+    loaded = {tid: load_task(sp) for tid, sp in by_id.items()}
+    grades = grade_records([(loaded[r.task_id], r) for r in mine], checkout=checkout)
+    return summarize_claw_eval(grades)
+
+
+def claw_eval_table(c: Any) -> Any:
+    """Claw-Eval's metrics, beside ours: Pass^k first (its primary metric, k = 3 in its README),
+    Pass@k, its Score, the three dimensions, and what was not its score."""
+    from rich.table import Table
+
+    k = c.trials_per_task
+    t = Table(
+        "tasks",
+        "trials/task",
+        f"Pass^{k}",
+        f"Pass@{k}",
+        "Score",
+        "compl.",
+        "safety",
+        "robust.",
+        "judge not run",
+        "errors",
+        title="Claw-Eval metrics (each task's own grader.py)",
+    )
+
+    def rate(n: int, r: float | None) -> str:
+        return "–" if r is None else f"{n} ({100 * r:.1f}%)"
+
+    def f(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    t.add_row(
+        str(c.tasks),
+        str(k),
+        rate(c.pass_hat_k, c.pass_hat_k_rate),
+        rate(c.pass_at_k, c.pass_at_k_rate),
+        "–" if c.score is None else f"{c.score:.1f}",
+        f(c.completion),
+        f(c.safety),
+        f(c.robustness),
+        str(c.judge_not_run),
+        str(len(c.errors)),
+    )
+    notes = []
+    if k != 3:
+        notes.append(f"Claw-Eval's primary metric is Pass^3 (3 trials per task); these are {k}")
+    if c.incomplete:
+        notes.append(f"fewer graded trials: {', '.join(c.incomplete)}")
+    if c.not_claw_eval:
+        notes.append(
+            f"graded our way, NOT Claw-Eval's score (its package missing): {', '.join(c.not_claw_eval)}"
+        )
+    for rid, why in c.errors.items():
+        notes.append(f"not graded {rid}: {why[:100]}")
+    t.caption = "\n".join(notes) or None
+    return t
+
+
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to app."""
 
@@ -112,6 +212,21 @@ def register(app: typer.Typer) -> None:
         ] = None,
         threshold: Annotated[float, typer.Option(help="Per-trial pass threshold.")] = 0.75,
         as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+        tasks: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--tasks",
+                help="Task files/dirs of recorded rollouts (imported Claw-Eval tasks: Claw-Eval's metrics).",
+            ),
+        ] = None,
+        claw_eval: Annotated[
+            Path | None,
+            typer.Option(
+                "--claw-eval",
+                help="Claw-Eval checkout whose package grades imported tasks (default: installed, "
+                "$COWORKENV_CLAW_EVAL_CHECKOUT, ../shared/claw-eval/upstream).",
+            ),
+        ] = None,
     ) -> None:
         """Score (0–100), Pass@k and Pass^k per category and difficulty; infra failures apart.
 
@@ -121,22 +236,15 @@ def register(app: typer.Typer) -> None:
 
         from coworkenv.eval.metrics import summarize
 
-        first = Path(sources[0])
-        recorded = len(sources) == 1 and (
-            (first / "rollouts.jsonl").is_file() if first.is_dir() else first.name.endswith(".jsonl")
-        )
-        if recorded:
-            records, problems = load_rollouts(first)
-        else:
-            from coworkenv.rollout.cli import resolve_specs
-            from coworkenv.rollout.runner import run_rollouts
-
-            names = [h.strip() for h in harness.split(",") if h.strip()]
-            run_rollouts(resolve_specs(sources), names, trials, backend, out, concurrency)
-            records, problems = load_rollouts(out)
+        records, problems, specs = gather(sources, tasks, harness, trials, backend, out, concurrency)
         s = summarize(records, k=k or max(1, trials), threshold=threshold)
+        claw = claw_eval_metrics(records, specs, claw_eval)
         if as_json:
-            print(s.model_dump_json(indent=2))
+            if claw is None:
+                print(s.model_dump_json(indent=2))
+            else:
+                both = {"coworkenv": s.model_dump(mode="json"), "claw_eval": claw.model_dump(mode="json")}
+                print(json.dumps(both, indent=2))
             return
         con = Console()
         for p in problems:
@@ -146,6 +254,8 @@ def register(app: typer.Typer) -> None:
             con.print(f"infrastructure failures (not scored): {s.infra_failures}")
         if s.not_judged:
             con.print(f"[yellow]not judged (no judge configured):[/] {s.not_judged}")
+        if claw is not None:
+            con.print(claw_eval_table(claw))
 
     @app.command("report")
     def report_cmd(  # noqa: PLR0917 - one typer option per parameter

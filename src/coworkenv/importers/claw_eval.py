@@ -34,6 +34,10 @@ Mapping (Claw-Eval → coworkenv):
   (see :func:`apply_extension`).
 * ``expected_actions`` → ExpectedAction; ``sandbox_files`` → ``workspace`` (text files; binary or
   missing files are noted).
+* the task directory and ``tool_endpoints`` paths → ``claw_eval`` (:class:`~coworkenv.spec.ClawEvalOrigin`):
+  the task then runs in the Claw-Eval service profile (:mod:`coworkenv.services.claw`) and is graded
+  by its own ``grader.py`` (:mod:`coworkenv.claweval.grade`); ``scoring_components`` stay as our
+  descriptive checks, used only where Claw-Eval's package is missing.
 
 ``mock_today`` (Claw-Eval uses the wall clock and shifts gmail dates so the newest email is one day
 old, calendar events so the earliest is tomorrow; other fixtures keep their absolute dates): the first
@@ -66,6 +70,7 @@ from coworkenv.services.service import parse_time
 from coworkenv.spec import (
     CategoriesPresent,
     Check,
+    ClawEvalOrigin,
     ExpectedAction,
     Forbidden,
     KeywordsPresent,
@@ -170,6 +175,7 @@ class _ServiceDef(_Model):
 
 class _Tool(_Model):
     name: str
+    description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -509,8 +515,28 @@ def _type_ok(theirs: Any, ours: Mapping[str, Any]) -> bool:
     return theirs in types or (theirs in numeric and bool(types & numeric))
 
 
+def profile_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) -> list[str]:
+    """What the Claw-Eval profile (the one an imported task runs in) cannot serve as Claw-Eval does."""
+    from coworkenv.services import claw
+    from coworkenv.services.registry import TOOLS
+
+    notes: list[str] = []
+    for tool in task_tools:
+        name = str(tool.get("name", ""))
+        route = endpoints.get(name)
+        tdef = claw.resolve_tool(name, route)
+        if tdef is None and name not in TOOLS:
+            notes.append(f"claw-eval profile: tool {name} at {route} is unknown; the task will not load")
+        elif tdef is not None and tdef.method == "claw_not_served":
+            notes.append(
+                f"claw-eval profile: {name} at {tdef.route} is not served by Claw-Eval (404 there and here)"
+            )
+    return notes
+
+
 def tool_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) -> list[str]:
-    """Compare Claw-Eval tool schemas and routes with the registry's tools (``compat:`` notes)."""
+    """Compare Claw-Eval tool schemas and routes with the strict registry's tools (``compat:`` notes:
+    what the task would lack under ``service_profile: strict``)."""
     from coworkenv.services.registry import TOOLS
 
     notes: list[str] = []
@@ -569,6 +595,7 @@ def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec
         notes.append(f"mock_today {today} ({how}); Claw-Eval's gmail shift alone would give {gmail}")
     endpoints = {e.tool_name: urlparse(e.url).path for e in task.tool_endpoints}
     notes += tool_gaps([t.model_dump() for t in task.tools], endpoints)
+    notes += profile_gaps([t.model_dump() for t in task.tools], endpoints)
     notes += _add_tool_services(task, services, endpoints)
     notes += _leftovers(task)
     extension = (task.model_extra or {}).get(EXTENSION_KEY) if use_extension else None
@@ -598,6 +625,11 @@ def import_task(task_dir: Path, *, use_extension: bool = True) -> tuple[TaskSpec
     }
     if extension is not None:
         data = apply_extension(data, extension, source)
+    else:
+        schemas = {t.name: {"description": t.description, "input_schema": t.input_schema} for t in task.tools}
+        data["claw_eval"] = ClawEvalOrigin(
+            task_dir=str(task_dir.resolve()), tool_routes=endpoints, tool_schemas=schemas
+        )
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as e:

@@ -2,7 +2,9 @@
 
 Routes (all bodies JSON; every error is ``{"error": str, "code": str, ...}``)::
 
-    POST   /trials                      {task_id, trial_id?, faults?} -> 201 {trial_id, prefix, base_url, ...}
+    POST   /trials                      {task_id, trial_id?, faults?, now?}
+                                        -> 201 {trial_id, prefix, base_url, profile, now, ...}
+                                        (now: the services' frozen clock; a recorded one replays)
     GET    /trials                      open trial ids
     DELETE /trials/{tid}
     GET    /health, /tasks
@@ -34,6 +36,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -52,7 +55,7 @@ from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import Host, LoadedTask, Trial
 
 TRIAL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-_TRIAL_FIELDS = frozenset({"task_id", "trial_id", "faults"})
+_TRIAL_FIELDS = frozenset({"task_id", "trial_id", "faults", "now"})
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -158,7 +161,15 @@ class _Api:
             except ValidationError as e:
                 problems = [f"faults.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
                 return error_response("invalid_request", "; ".join(problems), 422)
-        trial = self.host.open_trial(task_id, tid, faults)
+        now = None
+        if data.get("now") is not None:  # replay: the frozen instant a recorded trial ran at
+            try:
+                now = datetime.fromisoformat(str(data["now"]).replace("Z", "+00:00"))
+            except ValueError:
+                return error_response("invalid_request", "now must be an ISO 8601 datetime", 422)
+            if now.tzinfo is None:
+                now = now.replace(tzinfo=UTC)
+        trial = self.host.open_trial(task_id, tid, faults, now)
         prefix = f"/t/{trial.id}"
         base = str(request.base_url).rstrip("/") + prefix
         body = {
@@ -168,6 +179,8 @@ class _Api:
             "base_url": base,
             "mcp_url": f"{base}/mcp",
             "tools": list(trial.task.tools),
+            "profile": trial.task.profile,
+            "now": trial.clock.now().isoformat(),
         }
         return json_response(body, 201)
 
@@ -206,7 +219,11 @@ class _Api:
         route = "/" + path
         # Tool names and routes are global, so the registry's index finds every tool; Trial.call
         # answers 404 tool_not_available (and records it) for one the task does not expose.
-        tdef = registry_routes().get(route) or task_routes(trial.task).get(route)
+        compat = trial.task.profile == "claw-eval"
+        if compat:  # Claw-Eval's services: the task's services' routes, and nothing else
+            tdef = trial.task.routes.get(route)
+        else:
+            tdef = registry_routes().get(route) or task_routes(trial.task).get(route)
         if tdef is not None:
             return await self._call(request, trial, tdef)
         method = request.method
@@ -248,10 +265,14 @@ class _Api:
                 return wrong
             trial.reset()
             return json_response({"status": "reset", "trial_id": trial.id})
+        if compat:
+            return json_response({"detail": "Not Found"}, 404)
         return error_response("unknown_route", f"no tool or endpoint at {route}", 404)
 
     async def _call(self, request: Request, trial: Trial, tdef: ToolDef) -> Response:
         if request.method != "POST":
+            if trial.task.profile == "claw-eval":
+                return json_response({"detail": "Method Not Allowed"}, 405)
             return error_response("method_not_allowed", f"{tdef.route} takes POST with a JSON body", 405)
         if request.headers.get("x-health-check") == "1":  # Claw-Eval's readiness probe: not a call
             return json_response({"status": "ok", "service": tdef.service})

@@ -46,6 +46,17 @@ class Fault:
             }
         return {"error": "An unexpected error occurred. Please try again.", "code": "internal_server_error"}
 
+    def claw_eval_payload(self) -> dict[str, object]:
+        """The body Claw-Eval's error injection answers with (its ``mock_services/_base.py``)."""
+        if self.kind == "rate_limit":
+            return {
+                "error": "rate_limit_exceeded",
+                "message": "Too many requests. Please retry after a short delay.",
+                "retry_after_seconds": 2,
+            }
+        message = "An unexpected error occurred. Please try again."
+        return {"error": "internal_server_error", "message": message}
+
 
 class FaultSchedule:
     """Deterministic per-trial fault decisions (seeded by plan seed and trial id)."""

@@ -121,6 +121,11 @@ class Table:
         cur = self.require(ident, "record")
         return self.put({**cur, **changes})
 
+    def seed(self, record: Mapping[str, Any]) -> None:
+        """Replace a base record in this trial's starting state (not journaled, survives nothing:
+        :meth:`reset` drops it, so a service that seeds re-seeds after reset)."""
+        self._overlay[str(record[self.key])] = MappingProxyType(dict(record))
+
     def delete(self, ident: str) -> None:
         self._journal.append((self, ident, self._overlay.get(ident), ident in self._overlay))
         self._overlay[ident] = _DELETED
@@ -176,6 +181,15 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class LaxArgs(BaseModel):
+    """Arguments as a FastAPI body model takes them: unknown keys ignored (Claw-Eval's services)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+ErrorStyle = Literal["coworkenv", "fastapi"]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolDef:
     """One row of a service's tool table."""
@@ -188,9 +202,17 @@ class ToolDef:
     description: str
     args_model: type[BaseModel]
     method: str
+    error_style: ErrorStyle = "coworkenv"
+    """How invalid arguments are answered: ours (``{error, code, details}``) or FastAPI's 422
+    ``{"detail": [...]}`` (the Claw-Eval profile)."""
+    schema: JSON | None = None
+    """The argument schema shown to agents when a task gives its own (Claw-Eval's task.yaml);
+    validation still follows ``args_model``."""
 
     def input_schema(self) -> JSON:
         """JSON Schema of the arguments (as in Claw-Eval's ``input_schema`` and MCP's ``inputSchema``)."""
+        if self.schema is not None:
+            return dict(self.schema)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for name, prop in list(schema.get("properties", {}).items()):
@@ -215,6 +237,13 @@ class ToolDef:
             problems = [
                 f"{'.'.join(str(p) for p in err['loc']) or '<args>'}: {err['msg']}" for err in e.errors()
             ]
+            if self.error_style == "fastapi":
+                detail = [
+                    {"type": er["type"], "loc": ["body", *er["loc"]], "msg": er["msg"], "input": er["input"]}
+                    for er in e.errors(include_url=False)
+                ]
+                body = {"detail": detail}
+                raise ToolError("invalid_arguments", "; ".join(problems), 422, body=body) from None
             raise invalid(
                 f"invalid arguments for {self.name}: " + "; ".join(problems), problems=problems
             ) from None
@@ -231,7 +260,9 @@ class ToolDef:
         }
 
 
-def _build_args_model(cls_name: str, fn: Callable[..., Any]) -> type[BaseModel]:
+def _build_args_model(
+    cls_name: str, fn: Callable[..., Any], base: type[BaseModel] = _Args
+) -> type[BaseModel]:
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
@@ -240,7 +271,7 @@ def _build_args_model(cls_name: str, fn: Callable[..., Any]) -> type[BaseModel]:
         ann = hints.get(pname, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (ann, default)
-    model: type[BaseModel] = create_model(f"{cls_name}Args", __base__=_Args, **fields)
+    model: type[BaseModel] = create_model(f"{cls_name}Args", __base__=base, **fields)
     return model
 
 
@@ -257,11 +288,15 @@ class ServiceFixture:
 
 @dataclass(frozen=True, slots=True)
 class Clock:
-    """The services' notion of now: ``mock_today`` at noon UTC. Deterministic by construction."""
+    """The services' notion of now: ``mock_today`` at noon UTC, or ``instant`` when given (the
+    Claw-Eval profile freezes the wall clock at trial open). Fixed for a trial, so a run replays."""
 
     today: date
+    instant: datetime | None = None
 
     def now(self) -> datetime:
+        if self.instant is not None:
+            return self.instant
         return datetime.combine(self.today, time(12, 0), tzinfo=UTC)
 
     def days_ago(self, days: float) -> datetime:
@@ -298,6 +333,9 @@ class Service:
     tables: ClassVar[Mapping[str, TableDef]] = {}
     tool_table: ClassVar[Mapping[str, ToolDef]] = {}
     audit_keys: ClassVar[tuple[str, ...]] = ()
+    args_base: ClassVar[type[BaseModel]] = _Args
+    """Base of the generated argument models (strict: unknown keys rejected)."""
+    error_style: ClassVar[ErrorStyle] = "coworkenv"
 
     __slots__ = ("_audit", "_journal", "_tables", "clock")
 
@@ -318,8 +356,11 @@ class Service:
                 kind=meta.kind,
                 audit=meta.audit,
                 description=doc,
-                args_model=_build_args_model("".join(p.title() for p in tname.split("_")), fn),
+                args_model=_build_args_model(
+                    "".join(p.title() for p in tname.split("_")), fn, cls.args_base
+                ),
                 method=attr,
+                error_style=cls.error_style,
             )
             if meta.audit and meta.audit not in keys:
                 keys.append(meta.audit)

@@ -11,6 +11,7 @@ exception escapes ``call``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -18,12 +19,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from coworkenv.errors import ToolError
 from coworkenv.services.faults import FaultPlan, FaultSchedule
 from coworkenv.services.service import Clock, Service, ServiceFixture, Table, ToolDef
-from coworkenv.spec import TaskSpec
+from coworkenv.spec import ServiceProfile, TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +86,25 @@ class LoadedTask:
     services: Mapping[str, type[Service]]
     tools: Mapping[str, ToolDef]
     """Exposed tools (the task's ``tools``), name → definition."""
+    profile: ServiceProfile = "strict"
+    routes: Mapping[str, ToolDef] = field(default_factory=dict)
+    """Claw-Eval profile: every HTTP route its services serve for this task (exposed or not)."""
+    reachable: Mapping[str, ToolDef] = field(default_factory=dict)
+    """Claw-Eval profile: tools served at a route though not exposed (by name)."""
 
 
-def load_task(spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
-    """Validate the spec's services, tools and records against the registry."""
+def load_task(spec: TaskSpec, source: str = "<spec>", profile: ServiceProfile | None = None) -> LoadedTask:
+    """Validate the spec's services, tools and records against the registry of its profile.
+
+    ``profile`` overrides the spec's (:attr:`TaskSpec.profile`): ``strict`` is ours, ``claw-eval``
+    answers as Claw-Eval's mock services (:mod:`coworkenv.services.claw`).
+    """
     from coworkenv.services import registry
     from coworkenv.tasks.load import check_references
 
+    chosen = profile or spec.profile
+    if chosen == "claw-eval":
+        return _load_claw_eval(spec, source)
     check_references(spec, source)
     services = {name: registry.SERVICES[name] for name in spec.services}
     fixtures = {name: cls.load_fixture(spec.services[name], source) for name, cls in services.items()}
@@ -98,6 +112,54 @@ def load_task(spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
     for tname in spec.tools:
         tools[tname] = registry.TOOLS[tname]
     return LoadedTask(spec=spec, fixtures=fixtures, services=services, tools=tools)
+
+
+def _load_claw_eval(spec: TaskSpec, source: str) -> LoadedTask:
+    """The Claw-Eval profile: its service classes, tools resolved by the task's routes and names.
+
+    A service Claw-Eval's profile lacks (documents) keeps its strict class and tools.
+    """
+    from coworkenv.errors import SpecError, SpecIssue
+    from coworkenv.services import claw, registry
+
+    routes_given = spec.claw_eval.tool_routes if spec.claw_eval is not None else {}
+    tools: dict[str, ToolDef] = {}
+    issues: list[SpecIssue] = []
+    for i, tname in enumerate(spec.tools):
+        tdef = claw.resolve_tool(tname, routes_given.get(tname))
+        if tdef is None and tname in registry.TOOLS and registry.TOOLS[tname].service not in claw.SERVICES:
+            tdef = registry.TOOLS[tname]
+        if tdef is None:
+            route = routes_given.get(tname)
+            issues.append(SpecIssue(
+                f"tools[{i}]",
+                f"unknown tool {tname!r}" + (f" at route {route}" if route else "")
+                + "; the Claw-Eval profile serves the routes of coworkenv.services.claw.ROUTES "
+                "(give the route in claw_eval.tool_routes, or use service_profile 'strict')",
+            ))
+            continue
+        given = spec.claw_eval.tool_schemas.get(tname) if spec.claw_eval is not None else None
+        if given:  # the agent sees the task's own description and schema, as in Claw-Eval
+            tdef = dataclasses.replace(
+                tdef,
+                description=str(given.get("description") or tdef.description),
+                schema=dict(given.get("input_schema") or tdef.input_schema()),
+            )
+        tools[tname] = tdef
+    unknown = sorted(set(spec.services) - set(claw.SERVICES) - set(registry.SERVICES))
+    issues += [SpecIssue(f"services.{name}", "unknown service") for name in unknown]
+    if issues:
+        raise SpecError(source, issues)
+    wanted = list(dict.fromkeys([*spec.services, *(t.service for t in tools.values())]))
+    services = {n: claw.SERVICES.get(n) or registry.SERVICES[n] for n in wanted}
+    fixtures = {n: cls.load_fixture(spec.services.get(n, {}), source) for n, cls in services.items()}
+    routes = claw.service_routes(services)
+    routes.update({t.route: t for t in tools.values()})
+    reachable = {t.name: t for t in routes.values() if t.name not in tools}
+    return LoadedTask(
+        spec=spec, fixtures=fixtures, services=services, tools=tools,
+        profile="claw-eval", routes=routes, reachable=reachable,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +173,17 @@ class CallResult:
 class Trial:
     """One isolated run of a task's services."""
 
-    def __init__(self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None, now: datetime | None = None
+    ) -> None:
+        """``now``: the frozen instant of a Claw-Eval-profile trial (default: the wall clock at open;
+        pass the recorded one to replay). Strict trials run at ``mock_today`` noon."""
         self.id = trial_id
         self.task = task
-        self.clock = Clock(task.spec.mock_today)
+        if task.profile == "claw-eval":
+            self.clock = Clock(task.spec.mock_today, now or datetime.now(UTC).replace(microsecond=0))
+        else:
+            self.clock = Clock(task.spec.mock_today, now)
         self._journal: list[Any] = []
         self.services: dict[str, Service] = {
             name: cls(task.fixtures[name], self.clock, self._journal) for name, cls in task.services.items()
@@ -126,7 +195,7 @@ class Trial:
 
     def call(self, tool: str, args: Mapping[str, Any] | None = None) -> CallResult:
         """Run one tool call. Never raises; always records one audit event."""
-        tdef = self.task.tools.get(tool)
+        tdef = self.task.tools.get(tool) or self.task.reachable.get(tool)
         seq = len(self.audit)
         service = tdef.service if tdef else (tool.split("_", 1)[0] if "_" in tool else "")
         event = AuditEvent(
@@ -170,7 +239,8 @@ class Trial:
             event.fault = fault.kind
             event.delay_s = fault.delay_s
             if fault.kind != "latency":
-                event.error = fault.payload()
+                claw = self.task.profile == "claw-eval"
+                event.error = fault.claw_eval_payload() if claw else fault.payload()
                 return event.error, fault.status
         svc = self.services[tdef.service]
         mark = len(self._journal)
@@ -235,16 +305,20 @@ class Trial:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def claw_eval_audit(self, service: str) -> dict[str, Any]:
-        """Claw-Eval's ``GET /<service>/audit`` body: calls plus the audit collections."""
+        """Claw-Eval's ``GET /<service>/audit`` body: calls plus the audit collections.
+
+        In the Claw-Eval profile only calls its handlers answered are listed (as there: a rejected
+        body or an injected fault never reaches the handler's log)."""
+        known = {**self.task.reachable, **self.task.tools}
         calls = [
             {
-                "endpoint": self.task.tools[e.tool].route if e.tool in self.task.tools else e.tool,
+                "endpoint": known[e.tool].route if e.tool in known else e.tool,
                 "request_body": e.args,
                 "response_body": e.result if e.ok else e.error,
                 "timestamp": e.mock_time,
             }
             for e in self.audit
-            if e.service == service
+            if e.service == service and (e.ok or self.task.profile != "claw-eval")
         ]
         return {"calls": calls, **self.services[service].audit_collections()}
 
@@ -262,19 +336,27 @@ class Host:
         self.tasks: dict[str, LoadedTask] = {}
         self.trials: dict[str, Trial] = {}
 
-    def add_task(self, spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
-        loaded = load_task(spec, source)
+    def add_task(
+        self, spec: TaskSpec, source: str = "<spec>", profile: ServiceProfile | None = None
+    ) -> LoadedTask:
+        loaded = load_task(spec, source, profile)
         self.tasks[spec.id] = loaded
         return loaded
 
-    def open_trial(self, task_id: str, trial_id: str | None = None, faults: FaultPlan | None = None) -> Trial:
+    def open_trial(
+        self,
+        task_id: str,
+        trial_id: str | None = None,
+        faults: FaultPlan | None = None,
+        now: datetime | None = None,
+    ) -> Trial:
         task = self.tasks.get(task_id)
         if task is None:
             raise KeyError(f"unknown task {task_id!r}")
         tid = trial_id or uuid.uuid4().hex[:12]
         if tid in self.trials:
             raise KeyError(f"trial {tid!r} already exists")
-        trial = Trial(task, tid, faults)
+        trial = Trial(task, tid, faults, now)
         self.trials[tid] = trial
         return trial
 
