@@ -134,7 +134,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
             workspace=box.workspace,
             home=box.home,
             proxy_url=rc.proxy_base.rstrip("/") + prefix,
-            mcp_url=f"{rc.services_base.rstrip('/')}/t/{trial.id}/mcp" if rc.services_base else None,
+            mcp_url=f"{rc.services_base.rstrip('/')}/t/{trial.capability}/mcp" if rc.services_base else None,
             timeout_s=timeout,
             max_turns=spec.limits.max_turns,
             env=box.env(rc.extra_env),

@@ -1,7 +1,9 @@
 """Trials: one task's services, isolated per trial id, and the uniform audit event.
 
 :class:`Host` holds loaded tasks (fixtures validated once) and many concurrent trials, each keyed
-by id with its own copy-on-write state. :meth:`Trial.call` is the single path every face goes
+by id with its own copy-on-write state and an unguessable **capability** (the only key an agent is
+given to reach the trial from outside the process; see :mod:`coworkenv.serve.access`).
+:meth:`Trial.call` is the single path every face goes
 through (in-process, HTTP, MCP): it looks the tool up, applies the trial's fault schedule,
 validates arguments, runs the handler inside an undo journal and records exactly one
 :class:`AuditEvent` — whatever happens. Contract: a call that returns an error left the trial's
@@ -14,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,8 +115,12 @@ class CallResult:
 class Trial:
     """One isolated run of a task's services."""
 
-    def __init__(self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None, capability: str | None = None
+    ) -> None:
         self.id = trial_id
+        self.capability = capability or new_capability()
+        """The secret path key of this trial's agent-facing routes (``/t/<capability>/...``)."""
         self.task = task
         self.clock = Clock(task.spec.mock_today)
         self._journal: list[Any] = []
@@ -120,6 +128,9 @@ class Trial:
             name: cls(task.fixtures[name], self.clock, self._journal) for name, cls in task.services.items()
         }
         self.audit: list[AuditEvent] = []
+        self.refusals: list[dict[str, Any]] = []
+        """Requests made with this trial's capability that were refused (operator-only endpoints):
+        the evidence that the agent tried to reach what grades it. Never cleared by a reset."""
         self.faults = FaultSchedule(faults or FaultPlan(), trial_id)
 
     # ------------------------------------------------------------------ calls
@@ -255,28 +266,62 @@ def _all_tools() -> Mapping[str, ToolDef]:
     return registry.TOOLS
 
 
+def new_capability() -> str:
+    """An unguessable path key (144 random bits, URL-safe)."""
+    return secrets.token_urlsafe(18)
+
+
+REFUSALS_KEPT = 1000
+
+
 class Host:
     """Many tasks, many concurrent trials, one process."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, LoadedTask] = {}
         self.trials: dict[str, Trial] = {}
+        self.by_capability: dict[str, Trial] = {}
+        self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
+        """Every refused request (the most recent ones), attributed to a trial where possible."""
 
     def add_task(self, spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
         loaded = load_task(spec, source)
         self.tasks[spec.id] = loaded
         return loaded
 
-    def open_trial(self, task_id: str, trial_id: str | None = None, faults: FaultPlan | None = None) -> Trial:
+    def open_trial(
+        self,
+        task_id: str,
+        trial_id: str | None = None,
+        faults: FaultPlan | None = None,
+        *,
+        capability: str | None = None,
+    ) -> Trial:
+        """Open a trial; ``capability`` (default: a fresh secret) is its agent-facing path key.
+
+        A fixed ``capability`` is for single-trial deployments whose agent already knows the path
+        (Harbor's ``/t/default``); it must not collide with another trial's id or capability.
+        """
         task = self.tasks.get(task_id)
         if task is None:
             raise KeyError(f"unknown task {task_id!r}")
         tid = trial_id or uuid.uuid4().hex[:12]
         if tid in self.trials:
             raise KeyError(f"trial {tid!r} already exists")
-        trial = Trial(task, tid, faults)
+        if capability is not None and (capability in self.by_capability or capability in self.trials):
+            raise KeyError(f"capability {capability!r} is already in use")
+        trial = Trial(task, tid, faults, capability)
         self.trials[tid] = trial
+        self.by_capability[trial.capability] = trial
         return trial
 
     def close_trial(self, trial_id: str) -> None:
-        self.trials.pop(trial_id, None)
+        trial = self.trials.pop(trial_id, None)
+        if trial is not None:
+            self.by_capability.pop(trial.capability, None)
+
+    def refuse(self, entry: dict[str, Any], trial: Trial | None = None) -> None:
+        """Record a refused request on the host and, when attributable, on the trial it came from."""
+        self.refusals.append(entry)
+        if trial is not None and self.trials.get(trial.id) is trial:
+            trial.refusals.append(entry)
