@@ -20,7 +20,7 @@ import secrets
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,6 +283,9 @@ class Host:
         self.by_capability: dict[str, Trial] = {}
         self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
         """Every refused request (the most recent ones), attributed to a trial where possible."""
+        self.attribute: Callable[[str | None], str | None] | None = None
+        """Optional: the trial id a refused request's client (``"ip:port"``) belongs to, for a
+        request that names no trial of its own (e.g. a sandbox peer lookup)."""
 
     def add_task(self, spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
         loaded = load_task(spec, source)
@@ -322,6 +325,15 @@ class Host:
 
     def refuse(self, entry: dict[str, Any], trial: Trial | None = None) -> None:
         """Record a refused request on the host and, when attributable, on the trial it came from."""
+        if trial is None and self.attribute is not None:
+            try:
+                tid = self.attribute(entry.get("client"))
+            except Exception:  # attribution is best effort; the refusal is recorded regardless
+                log.exception("attributing a refused request failed")
+                tid = None
+            trial = self.trials.get(tid) if tid else None
+            if trial is not None:
+                entry = {**entry, "trial_id": trial.id, "attributed_by": "peer"}
         self.refusals.append(entry)
         if trial is not None and self.trials.get(trial.id) is trial:
             trial.refusals.append(entry)
