@@ -119,3 +119,28 @@ def test_token_parsing_and_operator_paths() -> None:
     assert not is_operator_path("calendar/events", services)  # a tool, not the event log
     assert not is_operator_path("helpdesk/tickets", services)
     assert not is_operator_path("other/reset", services)
+
+
+async def test_a_flood_of_refusals_is_bounded_and_attribution_rate_limited(
+    host: Host, agent: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coworkenv.services import trial as trial_mod
+
+    attacker = host.open_trial("hd", "attacker")
+    looked_up: list[str | None] = []
+
+    def attribute(client: str | None) -> str:
+        looked_up.append(client)
+        return "attacker"
+
+    host.attribute = attribute
+    monkeypatch.setattr(trial_mod, "REFUSALS_KEPT", 30)
+    for _ in range(trial_mod.ATTRIBUTION_BURST + 10):
+        assert (await agent.get("/trials")).status_code == 401
+    # every refusal is in the host log; only the burst was looked up (each lookup scans /proc)
+    assert len(host.refusals) == trial_mod.ATTRIBUTION_BURST + 10
+    assert trial_mod.ATTRIBUTION_BURST <= len(looked_up) < trial_mod.ATTRIBUTION_BURST + 10
+    # the trial keeps a bounded list and counts the rest
+    assert len(attacker.refusals) == 30
+    assert attacker.refusals[-1]["more"] == len(looked_up) - 30
+    assert all(r["attributed_by"] == "peer" for r in attacker.refusals)

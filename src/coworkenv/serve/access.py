@@ -19,11 +19,17 @@ The token is compared in constant time; it never appears in a refusal record or 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 import secrets
 import time
 from collections.abc import Iterable
 from typing import Any
+
+from coworkenv.services.trial import Host, Trial
+
+log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-coworkenv-token"
 TOKEN_ENV = "COWORKENV_OPERATOR_TOKEN"
@@ -91,6 +97,21 @@ def refusal(code: str, method: str, path: str, trial_id: str | None, client: str
         "client": client,
         "time": time.time(),
     }
+
+
+async def record_refusal(host: Host, entry: dict[str, Any], trial: Trial | None) -> None:
+    """Record ``entry`` via :meth:`Host.refuse`; a request that names no trial of its own is first
+    attributed by the host's :attr:`Host.attribute` hook (in a worker thread, rate-limited)."""
+    if trial is None and host.attribute is not None and host.attribution_allowed():
+        try:
+            tid = await asyncio.to_thread(host.attribute, entry.get("client"))
+        except Exception:  # attribution is best effort; the refusal is recorded regardless
+            log.exception("attributing a refused request failed")
+            tid = None
+        trial = host.trials.get(tid) if tid else None
+        if trial is not None:
+            entry = {**entry, "trial_id": trial.id, "attributed_by": "peer"}
+    host.refuse(entry, trial)
 
 
 REFUSAL_MESSAGES = {

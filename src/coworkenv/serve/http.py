@@ -52,7 +52,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from coworkenv.serve import to_json
-from coworkenv.serve.access import REFUSAL_MESSAGES, OperatorToken, is_operator_path, new_token, refusal
+from coworkenv.serve.access import (
+    REFUSAL_MESSAGES,
+    OperatorToken,
+    is_operator_path,
+    new_token,
+    record_refusal,
+    refusal,
+)
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import Host, LoadedTask, Trial
@@ -115,26 +122,27 @@ class _Api:
 
     # -- access
 
-    def _refuse(self, request: Request, code: str, trial: Trial | None) -> Response:
+    async def _refuse(self, request: Request, code: str, trial: Trial | None) -> Response:
         path = request.url.path
         if trial is not None:
             path = path.replace(trial.capability, f"<capability of {trial.id}>")
         client = f"{request.client.host}:{request.client.port}" if request.client else None
-        self.host.refuse(refusal(code, request.method, path, trial.id if trial else None, client), trial)
+        entry = refusal(code, request.method, path, trial.id if trial else None, client)
+        await record_refusal(self.host, entry, trial)
         return error_response(code, REFUSAL_MESSAGES[code], 401 if code == "unauthorized" else 403)
 
-    def _operator_only(self, request: Request) -> Response | None:
+    async def _operator_only(self, request: Request) -> Response | None:
         code = self.token.check(request.headers.raw)
-        return None if code is None else self._refuse(request, code, None)
+        return None if code is None else await self._refuse(request, code, None)
 
-    def _trial_for(self, request: Request, key: str) -> tuple[Trial | None, Response | None]:
+    async def _trial_for(self, request: Request, key: str) -> tuple[Trial | None, Response | None]:
         """The trial ``key`` names: its capability, or (operator token) its id."""
         trial = self.host.by_capability.get(key)
         if trial is not None:
             return trial, None
         code = self.token.check(request.headers.raw)
         if code is not None:
-            return None, self._refuse(request, code, None)
+            return None, await self._refuse(request, code, None)
         trial = self.host.trials.get(key)
         return (trial, None) if trial is not None else (None, _unknown_trial(key))
 
@@ -144,7 +152,7 @@ class _Api:
         return json_response({"status": "ok", "tasks": len(self.host.tasks), "trials": len(self.host.trials)})
 
     async def tasks(self, request: Request) -> Response:
-        if (refused := self._operator_only(request)) is not None:
+        if (refused := await self._operator_only(request)) is not None:
             return refused
         return json_response(
             [
@@ -160,14 +168,14 @@ class _Api:
         )
 
     async def list_trials(self, request: Request) -> Response:
-        if (refused := self._operator_only(request)) is not None:
+        if (refused := await self._operator_only(request)) is not None:
             return refused
         return json_response(
             [{"trial_id": tid, "task_id": t.task.spec.id} for tid, t in self.host.trials.items()]
         )
 
     async def create_trial(self, request: Request) -> Response:
-        if (refused := self._operator_only(request)) is not None:
+        if (refused := await self._operator_only(request)) is not None:
             return refused
         data, bad = await _json_body(request)
         if bad is not None:
@@ -213,7 +221,7 @@ class _Api:
         return json_response(body, 201)
 
     async def delete_trial(self, request: Request) -> Response:
-        if (refused := self._operator_only(request)) is not None:
+        if (refused := await self._operator_only(request)) is not None:
             return refused
         tid = request.path_params["tid"]
         if tid not in self.host.trials:
@@ -224,13 +232,13 @@ class _Api:
     # -- per trial
 
     async def trial_path(self, request: Request) -> Response:
-        trial, refused = self._trial_for(request, request.path_params["tid"])
+        trial, refused = await self._trial_for(request, request.path_params["tid"])
         if trial is None:
             return refused or _unknown_trial("")
         return await self._dispatch(request, trial, request.path_params["path"])
 
     async def trial_root(self, request: Request) -> Response:
-        trial, refused = self._trial_for(request, request.path_params["tid"])
+        trial, refused = await self._trial_for(request, request.path_params["tid"])
         if trial is None:
             return refused or _unknown_trial("")
         return await self._dispatch(request, trial, "")
@@ -247,7 +255,7 @@ class _Api:
         if is_operator_path(path, trial.services) and not (compat and self.open_compat_grading):
             code = self.token.check(request.headers.raw)
             if code is not None:
-                return self._refuse(request, code, trial)
+                return await self._refuse(request, code, trial)
         route = "/" + path
         # Tool names and routes are global, so the registry's index finds every tool; Trial.call
         # answers 404 tool_not_available (and records it) for one the task does not expose.

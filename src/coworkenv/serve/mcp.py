@@ -36,7 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 from coworkenv import __version__
 from coworkenv.errors import CoworkError
 from coworkenv.serve import to_json
-from coworkenv.serve.access import REFUSAL_MESSAGES, OperatorToken, refusal
+from coworkenv.serve.access import REFUSAL_MESSAGES, OperatorToken, record_refusal, refusal
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import CallResult, Host, LoadedTask, Trial
@@ -240,7 +240,7 @@ class StreamableHttpMount:
             client = scope.get("client")
             where = f"{client[0]}:{client[1]}" if client else None
             method, path = str(scope.get("method", "")), str(scope.get("path", ""))
-            self.host.refuse(refusal(code, method, path, None, where))
+            await record_refusal(self.host, refusal(code, method, path, None, where), None)
             status = 401 if code == "unauthorized" else 403
             await _send_json(send, status, {"error": REFUSAL_MESSAGES[code], "code": code})
             return

@@ -272,6 +272,8 @@ def new_capability() -> str:
 
 
 REFUSALS_KEPT = 1000
+ATTRIBUTIONS_PER_S = 5.0
+ATTRIBUTION_BURST = 50
 
 
 class Host:
@@ -285,7 +287,10 @@ class Host:
         """Every refused request (the most recent ones), attributed to a trial where possible."""
         self.attribute: Callable[[str | None], str | None] | None = None
         """Optional: the trial id a refused request's client (``"ip:port"``) belongs to, for a
-        request that names no trial of its own (e.g. a sandbox peer lookup)."""
+        request that names no trial of its own (e.g. a sandbox peer lookup). Blocking: the faces
+        run it in a worker thread, rate-limited by :meth:`attribution_allowed`."""
+        self._tokens = float(ATTRIBUTION_BURST)
+        self._refilled = time.monotonic()
 
     def add_task(self, spec: TaskSpec, source: str = "<spec>") -> LoadedTask:
         loaded = load_task(spec, source)
@@ -324,16 +329,27 @@ class Host:
             self.by_capability.pop(trial.capability, None)
 
     def refuse(self, entry: dict[str, Any], trial: Trial | None = None) -> None:
-        """Record a refused request on the host and, when attributable, on the trial it came from."""
-        if trial is None and self.attribute is not None:
-            try:
-                tid = self.attribute(entry.get("client"))
-            except Exception:  # attribution is best effort; the refusal is recorded regardless
-                log.exception("attributing a refused request failed")
-                tid = None
-            trial = self.trials.get(tid) if tid else None
-            if trial is not None:
-                entry = {**entry, "trial_id": trial.id, "attributed_by": "peer"}
+        """Record a refused request on the host and, when attributable, on the trial it came from.
+
+        A trial keeps at most :data:`REFUSALS_KEPT` refusals (then counts the rest in the last
+        entry's ``"more"``), so a flood cannot grow a record without bound.
+        """
         self.refusals.append(entry)
-        if trial is not None and self.trials.get(trial.id) is trial:
+        if trial is None or self.trials.get(trial.id) is not trial:
+            return
+        if len(trial.refusals) < REFUSALS_KEPT:
             trial.refusals.append(entry)
+        else:
+            last = trial.refusals[-1] = dict(trial.refusals[-1])
+            last["more"] = int(last.get("more", 0)) + 1
+
+    def attribution_allowed(self) -> bool:
+        """Token bucket for :attr:`attribute` lookups (each scans ``/proc``): a flood of refused
+        requests is still recorded, but only the first few per second are attributed."""
+        now = time.monotonic()
+        self._tokens = min(ATTRIBUTION_BURST, self._tokens + (now - self._refilled) * ATTRIBUTIONS_PER_S)
+        self._refilled = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
