@@ -33,7 +33,14 @@ from coworkenv.tasks.builtin import builtin_task
 TASK = "M1003_ticket_kb_resolution"
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = Path(coworkenv.__file__).resolve().parent / "tasks" / "library"
-LIMITS = Limits(processes=64, memory_bytes=4 * GiB, file_bytes=8 << 20, open_files=1024, disk_bytes=48 << 20)
+LIMITS = Limits(
+    processes=64,
+    memory_bytes=4 * GiB,
+    file_bytes=8 << 20,
+    open_files=1024,
+    disk_bytes=48 << 20,
+    tmpfs_bytes=16 << 20,
+)
 SECRET = "victim-secret-7f3a"
 
 
@@ -69,6 +76,7 @@ def targets(rc: RunContext, out: Path) -> Targets:
         signal_pid=os.getpid(),
         fork_max=500,
         big_mib=32,
+        shm_mib=64,
         fill_mib=160,
     )
 
@@ -110,6 +118,7 @@ def test_loop_red_team_every_escape_fails(tmp_path: Path) -> None:
         assert verdict.startswith("blocked"), (attempt, verdict)
     assert "fork refused after" in report["fork bomb"]
     assert "File too large" in report["one huge file"]
+    assert "No space left" in report["fill memory via /dev/shm"]
     # the host side of every write attempt
     assert (out / "rollouts.jsonl").read_text() == '{"kept": true}\n'
     assert Path("/logs/verifier/reward.json").exists() == verifier_before
@@ -220,3 +229,28 @@ def test_required_jail_that_cannot_start_is_a_start_failure(
     assert record.failure is not None
     assert record.failure.kind == "start_failure"
     assert "bwrap not found" in record.failure.detail
+
+
+def test_wrap_mounts_only_the_sandbox_and_given_paths(tmp_path: Path) -> None:
+    """The jail's command line (no bwrap needed): what is bound, and as whom it runs."""
+    from coworkenv.rollout import isolation
+
+    box = [tmp_path / "run" / "sandboxes" / "r" / d for d in ("workspace", "home", "tmp")]
+    harness_dir = Path("/opt/harnesses/cli@1")
+    jail = isolation.Jail("bwrap", LIMITS, tuple(box), 1_500_000_123, tmp_path)
+    argv = jail.wrap(["sh", "-c", "true"], box[0], [harness_dir, Path("/usr/lib/node")])
+    pairs = [(argv[i], argv[i + 1]) for i in range(len(argv) - 1)]
+    bound = {src for flag, src in pairs if flag in ("--bind", "--ro-bind")}
+    writable = {src for flag, src in pairs if flag == "--bind"}
+    assert writable == {str(p) for p in box}
+    system = {"/usr", "/etc", "/dev/null", str(tmp_path / "passwd"), str(tmp_path / "group")}
+    system |= {f"/{n}" for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if Path(f"/{n}").is_dir()}
+    assert bound - system - writable == {str(harness_dir)}  # /usr/lib/node is already under /usr
+    assert ("--remount-ro", "/") in pairs
+    assert argv[0] == "prlimit"
+    assert f"--nproc={LIMITS.processes}" in argv
+    assert argv[argv.index("setpriv") + 1] == "--reuid=1500000123"
+    assert "--no-new-privs" in argv
+    assert argv[-3:] == ["sh", "-c", "true"]
+    assert "1500000123" in (tmp_path / "passwd").read_text()
+    assert ("--tmpfs", "/dev/shm") in pairs

@@ -3,9 +3,9 @@
 Contract of :meth:`Jail.wrap` (mode ``bwrap``): the wrapped command sees an empty read-only root
 holding only the system, read-only (``/usr`` and its ``/bin``, ``/lib*`` links; ``/etc`` without
 the shadow files and, as root, with a passwd that names only root and the agent); a fresh
-``/proc`` of its own pid namespace; a minimal ``/dev``; a private, size-limited ``/tmp``; the
-sandbox's workspace, HOME and TMPDIR read-write at their host paths; and the read-only paths it
-is given (a harness installation). Nothing else is mounted — not the project checkout, the task
+``/proc`` of its own pid namespace; a minimal ``/dev``; small private ``/tmp`` and ``/dev/shm``;
+the sandbox's workspace, HOME and TMPDIR read-write at their host paths; and the read-only paths
+it is given (a harness installation). Nothing else is mounted — not the project checkout, the task
 specs and references, the graders, the capture store, the records or any other sandbox — so no
 path, symlink or ``..`` reaches them. It runs in its own pid/ipc/uts namespaces and session and
 dies with its parent. As root it runs as a per-rollout uid with no capabilities and no new
@@ -64,7 +64,9 @@ class Limits:
     """Largest file a process may write (RLIMIT_FSIZE)."""
     open_files: int | None = 4096
     disk_bytes: int | None = 2 * GiB
-    """Total size of workspace + HOME + TMPDIR, and the size of the private /tmp."""
+    """Total size of workspace + HOME + TMPDIR (watched while a process runs)."""
+    tmpfs_bytes: int = 256 << 20
+    """Size of each of the jail's in-memory ``/tmp`` and ``/dev/shm`` (held in RAM)."""
 
     def prlimit(self, extra_processes: int = 0) -> list[str]:
         args = ["prlimit", "--core=0"]
@@ -202,9 +204,8 @@ class Jail:
         if self.uid is not None:
             out += ["--ro-bind", str(self._passwd()), "/etc/passwd"]
             out += ["--ro-bind", str(self._group()), "/etc/group"]
-        if self.limits.disk_bytes is not None:
-            out += ["--size", str(self.limits.disk_bytes)]
-        out += ["--tmpfs", "/tmp"]
+        for scratch in ("/tmp", "/dev/shm"):  # world-writable like the host's, but bounded
+            out += ["--perms", "1777", "--size", str(self.limits.tmpfs_bytes), "--tmpfs", scratch]
         extra = [Path(p) for p in ro_paths if not _system_visible(Path(p))]
         binds = [(p, "--bind") for p in self.writable] + [(p, "--ro-bind") for p in extra]
         for parent in _parents([p for p, _ in binds]):

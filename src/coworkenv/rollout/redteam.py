@@ -49,6 +49,8 @@ class Targets:
     """The fork bomb stops here (so it is bounded even without a jail)."""
     big_mib: int = 64
     """Size of the one huge file."""
+    shm_mib: int = 1024
+    """How much to write into ``/dev/shm`` (RAM) in 1 MiB files."""
     fill_mib: int = 256
     """How much the disk filler writes, in files of ``fill_file_mib``."""
     fill_file_mib: int = 4
@@ -124,6 +126,19 @@ def big():
         if os.path.exists("redteam-big.bin"):
             os.remove("redteam-big.bin")
 tried("one huge file", big)
+def shm():
+    written = 0
+    try:
+        for i in range(T["shm_mib"]):
+            with open("/dev/shm/redteam-%d" % i, "wb") as f:
+                f.write(b"\\0" * (1 << 20))
+            written += 1
+        return "wrote %d MiB to /dev/shm" % written
+    finally:
+        for i in range(written + 1):
+            if os.path.exists("/dev/shm/redteam-%d" % i):
+                os.remove("/dev/shm/redteam-%d" % i)
+tried("fill memory via /dev/shm", shm)
 print({json.dumps(REPORT_MARKER)} + json.dumps(out, sort_keys=True))
 """
     return f"python3 - <<'REDTEAM'\n{textwrap.dedent(body).strip()}\nREDTEAM"
@@ -151,6 +166,7 @@ def _targets(t: Targets) -> dict[str, Any]:
         "signal_pid": t.signal_pid,
         "fork_max": t.fork_max,
         "big_mib": t.big_mib,
+        "shm_mib": t.shm_mib,
     }
 
 
