@@ -27,6 +27,7 @@ from coworkenv.rollout.isolation import GiB, Isolation, IsolationError, Limits, 
 from coworkenv.rollout.record import RolloutRecord
 from coworkenv.rollout.redteam import FILLED_MARKER, RedTeamPolicy, Targets, attack_report
 from coworkenv.rollout.runner import open_session
+from coworkenv.services.trial import Trial
 from coworkenv.spec import TaskSpec
 from coworkenv.tasks.builtin import builtin_task
 
@@ -158,8 +159,10 @@ def test_cli_harness_red_team(harness: str, tmp_path: Path) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{harness} is not installed; scripts/install_harnesses.sh {harness}")
         pytest.skip(f"{harness} not installed (scripts/install_harnesses.sh {harness})")
-    record = asyncio.run(_cli_attack(harness, tmp_path))
+    record, victim = asyncio.run(_cli_attack(harness, tmp_path))
     assert record.status == "ok", record.failure
+    assert victim.audit == []  # the other trial: not called, not reset, nothing recorded on it
+    assert victim.refusals == []
     report = attack_report(record.messages)
     assert len(report) > 20, report
     for attempt, verdict in report.items():
@@ -172,7 +175,7 @@ def test_cli_harness_red_team(harness: str, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "rollouts.jsonl").read_text() == "{}\n"
 
 
-async def _cli_attack(harness: str, tmp_path: Path) -> RolloutRecord:
+async def _cli_attack(harness: str, tmp_path: Path) -> tuple[RolloutRecord, Trial]:
     out, run_dir = tmp_path / "out", tmp_path / "run"
     (out / "calls").mkdir(parents=True)
     run_dir.mkdir()
@@ -182,10 +185,11 @@ async def _cli_attack(harness: str, tmp_path: Path) -> RolloutRecord:
         victim_backend, out / "calls", run_dir, isolation=Isolation("bwrap", LIMITS), timeout_cap_s=180
     ) as rc:
         rc.host.add_task(spec)
-        rc.host.open_trial(spec.id, "victim")  # a trial to go for (no rollout of its own here)
+        victim = rc.host.open_trial(spec.id, "victim")  # a trial to go for (no rollout of its own here)
         policy = RedTeamPolicy(dataclasses.replace(targets(rc, out), fill_mib=0))
         red = dataclasses.replace(rc, backend_for=policy)
-        return await execute_rollout(red, RolloutJob(spec, harness, 0, "attacker"), get_harness(harness))
+        job = RolloutJob(spec, harness, 0, "attacker")
+        return await execute_rollout(red, job, get_harness(harness)), victim
 
 
 # ---------------------------------------------------------------- modes and fallback
@@ -254,3 +258,22 @@ def test_wrap_mounts_only_the_sandbox_and_given_paths(tmp_path: Path) -> None:
     assert argv[-3:] == ["sh", "-c", "true"]
     assert "1500000123" in (tmp_path / "passwd").read_text()
     assert ("--tmpfs", "/dev/shm") in pairs
+
+
+def test_a_command_verifier_runs_in_the_jail_not_as_the_host(tmp_path: Path) -> None:
+    """A ``command`` check reads the agent's workspace: it runs jailed, so it sees no checkout."""
+    from coworkenv.rollout.runner import run_rollouts
+
+    require_bwrap()
+    base = builtin_task(TASK)
+    probe = f'test ! -e {ROOT / "pyproject.toml"} && test "$(id -u)" != 0 && test -f notes.md'
+    check = {"kind": "command", "name": "jailed", "weight": 1.0, "command": probe}
+    spec = TaskSpec.model_validate(
+        {**base.model_dump(mode="json"), "workspace": {"notes.md": "x"}, "completion_checks": [check]}
+    )
+    summary = run_rollouts([spec], ["loop"], 1, "reference", tmp_path, 1, progress=False)
+    (record,) = summary.records
+    assert record.status == "ok", record.failure
+    assert record.grade is not None
+    (result,) = [c for c in record.grade["checks"] if c["name"] == "jailed"]
+    assert result["score"] == 1.0, result

@@ -19,6 +19,7 @@ Every harness process runs in the sandbox's jail (:mod:`coworkenv.rollout.isolat
 is required but cannot start is a ``start_failure``); the harness reaches the services only by the
 trial's capability URL. The record's ``integrity`` lists what the rollout was refused (the
 trial's refusals) and the jail limits it hit; ``meta["isolation"]`` says how it was isolated.
+A ``command`` check's verifier runs in the same jail, never as the host's user.
 
 Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
 redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
@@ -28,6 +29,7 @@ and proxy prefix are always released.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -314,12 +316,18 @@ async def _finish(  # noqa: PLR0917
         return RolloutRecord(
             **common, status="infra_failure", failure=FailureLabel(kind=failure[0], detail=failure[1])
         )
+    env = dict(ctx.env)
+
+    def verify(command: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+        return jail.run(command, cwd, timeout_s, env)  # the workspace is the agent's: jail it
+
     episode = Episode(
         events=events,
         final_answer=final,
         state=trial.snapshot(),
         workspace=ctx.workspace,
         transcript=transcript(messages),
+        run_command=verify,
     )
     graded = await asyncio.to_thread(grade, base.job.task, episode, rc.judge)
     rewards = None

@@ -13,6 +13,8 @@ privileges (so the process limit binds that rollout alone); otherwise in a user 
 network is shared: the proxy and services listen on loopback behind per-rollout secrets and the
 operator token (:mod:`coworkenv.serve.access`).
 
+:meth:`Jail.run` runs a grader's ``command`` check in the same jail after the rollout.
+
 Limits (``prlimit``, every mode): processes, address space, file size, open files, no core
 dumps; the disk quota of the writable directories is enforced by
 :func:`coworkenv.rollout.sandbox.run_process` with :meth:`Jail.disk_usage`.
@@ -30,7 +32,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -214,6 +216,23 @@ class Jail:
             out += [how, str(path), str(path)]
         out += ["--remount-ro", "/", "--chdir", str(cwd), *_as_agent(self.uid), *argv]
         return out
+
+    def run(
+        self, command: str, cwd: Path, timeout_s: float, env: Mapping[str, str]
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a shell ``command`` in this jail and wait (a verifier, after the rollout's processes
+        are gone: it reads the agent's workspace, so it must not run as the host's user)."""
+        self.prepare()
+        return subprocess.run(
+            self.wrap(["/bin/sh", "-c", command], cwd),
+            cwd=cwd,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            start_new_session=True,
+        )
 
     def _passwd(self) -> Path:
         path = self.passwd_dir / "passwd"
