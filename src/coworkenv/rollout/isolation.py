@@ -144,13 +144,16 @@ class Isolation:
         )
         return "none", problem
 
-    def jail(self, rollout_id: str, writable: Sequence[Path], passwd_dir: Path) -> Jail:
+    def jail(
+        self, rollout_id: str, writable: Sequence[Path], passwd_dir: Path, watched: Sequence[Path] = ()
+    ) -> Jail:
+        """A jail for one rollout: ``writable`` bound read-write, ``watched`` counted in its quota."""
         mode, reason = self.effective()
         uid = None
         if mode == "bwrap" and os.geteuid() == 0:
             digest = int(hashlib.sha256(rollout_id.encode()).hexdigest()[:12], 16)
             uid = UID_BASE + digest % UID_SPAN
-        return Jail(mode, self.limits, tuple(writable), uid, passwd_dir, reason)
+        return Jail(mode, self.limits, tuple(writable), uid, passwd_dir, reason, tuple(watched))
 
 
 @dataclass
@@ -164,6 +167,8 @@ class Jail:
     """The host uid the jailed processes run as (root hosts only)."""
     passwd_dir: Path
     reason: str = ""
+    watched: tuple[Path, ...] = ()
+    """Directories outside the jail that still count towards its disk quota (its logs)."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Limits the rollout ran into (disk quota, ...): evidence for the record."""
 
@@ -186,9 +191,9 @@ class Jail:
                     continue
 
     def disk_usage(self) -> int:
-        """Bytes allocated in the writable directories (files as counted by st_blocks)."""
+        """Bytes allocated in the writable and watched directories (st_blocks)."""
         total = 0
-        for root in self.writable:
+        for root in (*self.writable, *self.watched):
             for dirpath, _dirs, files in os.walk(root):
                 for name in files:
                     try:

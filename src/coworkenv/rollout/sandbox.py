@@ -82,8 +82,10 @@ class Sandbox:
         return env
 
     def jail(self, isolation: Isolation) -> Jail:
-        """This sandbox's jail: workspace, HOME and TMPDIR writable, nothing else of the host's."""
-        return isolation.jail(self.rollout_id, (self.workspace, self.home, self.tmp), self.root)
+        """This sandbox's jail: workspace, HOME and TMPDIR writable, nothing else of the host's (the
+        logs, written through the process's stdout/stderr, count towards its disk quota too)."""
+        writable = (self.workspace, self.home, self.tmp)
+        return isolation.jail(self.rollout_id, writable, self.root, watched=(self.logs,))
 
     def cleanup(self, *, keep: bool = False) -> int:
         """Kill the sandbox's processes; remove its directory unless ``keep``. Returns #killed."""
@@ -161,8 +163,11 @@ async def run_process(
                 if f is not None:
                     f.cancel()
             await _kill_group(proc)
-    stdout = out_path.read_bytes()[:max_stdout].decode("utf-8", "replace")
-    stderr = err_path.read_bytes()[-4000:].decode("utf-8", "replace")
+    with out_path.open("rb") as fh:  # a flood of output stays on disk (capped by RLIMIT_FSIZE)
+        stdout = fh.read(max_stdout).decode("utf-8", "replace")
+    with err_path.open("rb") as fh:
+        fh.seek(max(0, err_path.stat().st_size - 4000))
+        stderr = fh.read().decode("utf-8", "replace")
     return ProcessResult(
         None if timed_out else proc.returncode, timed_out, time.monotonic() - t0, stdout, stderr, limit
     )
