@@ -10,9 +10,13 @@ tried. The same attack through Claude Code and Codex runs when they are installe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import http.server
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from coworkenv.rollout.execute import RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import HarnessNotInstalled, get_harness
 from coworkenv.rollout.harnesses.loop import LoopHarness
 from coworkenv.rollout.isolation import GiB, Isolation, IsolationError, Limits, bwrap_problem
+from coworkenv.rollout.netjail import jail_python
 from coworkenv.rollout.record import RolloutRecord
 from coworkenv.rollout.redteam import FILLED_MARKER, RedTeamPolicy, Targets, attack_report
 from coworkenv.rollout.runner import open_session
@@ -54,13 +59,36 @@ def require_bwrap() -> None:
     pytest.skip(f"bubblewrap jail unavailable here: {problem}")
 
 
+@contextlib.contextmanager
+def host_service() -> Iterator[str]:
+    """Some other HTTP service on the host's loopback (a developer's server, an engine's admin API)."""
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"host secrets")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/admin"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def victim_backend(spec: TaskSpec) -> ScriptedBackend:
     ref = script_from_reference(spec)
     plant = ScriptCall("workspace.run", {"command": f"echo {SECRET} > secret.txt && sleep 8"})
     return ScriptedBackend(Script((plant, *ref.items), ref.final_message))
 
 
-def targets(rc: RunContext, out: Path) -> Targets:
+def targets(rc: RunContext, out: Path, other: str = "") -> Targets:
     victim_ws = rc.run_dir / "sandboxes" / "victim" / "workspace"
     return Targets(
         read=(
@@ -73,6 +101,7 @@ def targets(rc: RunContext, out: Path) -> Targets:
         list=(str(ROOT), str(LIBRARY), str(out), str(out / "calls"), str(victim_ws)),
         write=("/logs/verifier/reward.json", str(out / "rollouts.jsonl"), str(victim_ws / "pwned.txt")),
         http=(str(rc.services_base), rc.proxy_base),
+        fetch=(other,) if other else (),
         victim="victim",
         signal_pid=os.getpid(),
         fork_max=500,
@@ -100,8 +129,9 @@ async def _attack(tmp_path: Path) -> tuple[RolloutRecord, RolloutRecord, Path, P
                 break
             await asyncio.sleep(0.05)
         assert planted.read_text().strip() == SECRET
-        red = dataclasses.replace(rc, backend_for=RedTeamPolicy(targets(rc, out)))
-        attacker = await execute_rollout(red, RolloutJob(spec, "loop", 0, "attacker"), loop)
+        with host_service() as other:
+            red = dataclasses.replace(rc, backend_for=RedTeamPolicy(targets(rc, out, other)))
+            attacker = await execute_rollout(red, RolloutJob(spec, "loop", 0, "attacker"), loop)
         return await victim, attacker, out, run_dir
 
 
@@ -136,12 +166,21 @@ def test_loop_red_team_every_escape_fails(tmp_path: Path) -> None:
     assert [t.tool for t in victim.tool_calls] == [t.tool for t in attacker.tool_calls]
     assert all(e["trial_id"] == "victim" for e in victim.audit)
     assert victim.integrity == ()
-    # the attempts show in the attacker's record: refused requests (attributed to it) and the quota
-    refused = [e for e in attacker.integrity if e["kind"] == "refused_request"]
-    assert {e["path"] for e in refused} >= {"/trials", "/t/victim/events", "/t/victim/reset"}
-    assert all(e["trial_id"] == "attacker" for e in refused)
+    # the attempts show in the attacker's record: its tool results, the disk quota it hit, and —
+    # where its shell could reach the services at all — the refused requests, attributed to it
     assert any(e["kind"] == "limit" and e["limit"] == "disk" for e in attacker.integrity)
     assert attacker.meta["isolation"]["mode"] == "bwrap"
+    refused = [e for e in attacker.integrity if e["kind"] == "refused_request"]
+    if attacker.meta["isolation"]["network"] == "isolated":  # the loop's shell has no endpoints
+        http_verdicts = [v for k, v in report.items() if "http://" in k]
+        assert len(http_verdicts) == 19
+        assert all("Connection refused" in v for v in http_verdicts), http_verdicts
+        assert refused == []
+    else:
+        assert {e["path"] for e in refused} >= {"/trials", "/t/victim/events", "/t/victim/reset"}
+        assert all(e["trial_id"] == "attacker" for e in refused)
+    if jail_python() is not None:
+        assert attacker.meta["isolation"]["network"] == "isolated"
 
 
 def _installed(name: str) -> bool:
@@ -186,10 +225,11 @@ async def _cli_attack(harness: str, tmp_path: Path) -> tuple[RolloutRecord, Tria
     ) as rc:
         rc.host.add_task(spec)
         victim = rc.host.open_trial(spec.id, "victim")  # a trial to go for (no rollout of its own here)
-        policy = RedTeamPolicy(dataclasses.replace(targets(rc, out), fill_mib=0))
-        red = dataclasses.replace(rc, backend_for=policy)
-        job = RolloutJob(spec, harness, 0, "attacker")
-        return await execute_rollout(red, job, get_harness(harness)), victim
+        with host_service() as other:
+            policy = RedTeamPolicy(dataclasses.replace(targets(rc, out, other), fill_mib=0))
+            red = dataclasses.replace(rc, backend_for=policy)
+            job = RolloutJob(spec, harness, 0, "attacker")
+            return await execute_rollout(red, job, get_harness(harness)), victim
 
 
 # ---------------------------------------------------------------- modes and fallback
@@ -207,7 +247,12 @@ def test_fallback_is_loud_and_recorded(monkeypatch: pytest.MonkeyPatch, caplog: 
     with pytest.raises(IsolationError, match="COWORKENV_ISOLATION=bwrap but the jail cannot start"):
         Isolation("bwrap").effective()
     jail = Isolation("auto", LIMITS).jail("r", (Path("/w"),), Path("/p"))
-    assert jail.describe() == {"mode": "none", "uid": None, "reason": "the kernel refused user namespaces"}
+    assert jail.describe() == {
+        "mode": "none",
+        "uid": None,
+        "network": "shared",
+        "reason": "the kernel refused user namespaces",
+    }
     wrapped = jail.wrap(["sh", "-c", "true"], Path("/w"))
     assert wrapped[0] == "prlimit"
     assert f"--fsize={8 << 20}" in wrapped

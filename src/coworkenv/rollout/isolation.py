@@ -9,9 +9,11 @@ it is given (a harness installation). Nothing else is mounted — not the projec
 specs and references, the graders, the capture store, the records or any other sandbox — so no
 path, symlink or ``..`` reaches them. It runs in its own pid/ipc/uts namespaces and session and
 dies with its parent. As root it runs as a per-rollout uid with no capabilities and no new
-privileges (so the process limit binds that rollout alone); otherwise in a user namespace. The
-network is shared: the proxy and services listen on loopback behind per-rollout secrets and the
-operator token (:mod:`coworkenv.serve.access`).
+privileges (so the process limit binds that rollout alone); otherwise in a user namespace. Its
+network is its own loopback: it reaches only the endpoints it is given (the rollout's proxy
+prefix and services), relayed by :mod:`coworkenv.rollout.netjail`; and those answer only the
+rollout's secrets (:mod:`coworkenv.serve.access`). ``network="shared"`` (or no ``python3`` under
+``/usr`` for the relay) leaves it the host's network, warned and recorded.
 
 :meth:`Jail.run` runs a grader's ``command`` check in the same jail after the rollout.
 
@@ -38,11 +40,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coworkenv.errors import CoworkError
+from coworkenv.rollout.netjail import JAIL_DIR, forwarder_argv, jail_python
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["auto", "bwrap", "none"]
+Network = Literal["isolated", "shared"]
 MODE_ENV = "COWORKENV_ISOLATION"
+NETWORK_ENV = "COWORKENV_ISOLATION_NETWORK"
 GiB = 1 << 30
 UID_BASE = 1_500_000_000
 UID_SPAN = 100_000_000
@@ -96,7 +101,7 @@ def bwrap_problem() -> str | None:
     missing = [t for t in ("bwrap", "prlimit", "setpriv") if shutil.which(t) is None]
     if missing:
         return f"{', '.join(missing)} not found (apt-get install bubblewrap util-linux)"
-    argv = [*_namespaces(), *_system_mounts(), "--remount-ro", "/", *_as_agent(_probe_uid()), "/bin/true"]
+    argv = [*_namespaces(True), *_system_mounts(), "--remount-ro", "/", *_as_agent(_probe_uid()), "/bin/true"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -121,10 +126,24 @@ class Isolation:
 
     mode: Mode = "auto"
     limits: Limits = field(default_factory=Limits)
+    network: Network = "isolated"
 
     @classmethod
     def from_env(cls, limits: Limits | None = None) -> Isolation:
-        return cls(requested_mode(), limits or Limits())
+        net = os.environ.get(NETWORK_ENV, "isolated").strip().lower() or "isolated"
+        if net not in ("isolated", "shared"):
+            raise IsolationError(f"{NETWORK_ENV}={net!r}: expected isolated or shared")
+        return cls(requested_mode(), limits or Limits(), net)  # type: ignore[arg-type]
+
+    def effective_network(self) -> tuple[Network, str]:
+        """(network used, reason when not isolated)."""
+        if self.network == "shared":
+            return "shared", f"shared network requested ({NETWORK_ENV}=shared)"
+        if jail_python() is None:
+            reason = "no python3 under /usr for the jail's endpoint relay"
+            _warn_once(f"jailed harnesses share the host's network: {reason}")
+            return "shared", reason
+        return "isolated", ""
 
     def effective(self) -> tuple[Literal["bwrap", "none"], str]:
         """(mode used, reason when it is not bwrap). Raises when bwrap is required and refused."""
@@ -153,7 +172,19 @@ class Isolation:
         if mode == "bwrap" and os.geteuid() == 0:
             digest = int(hashlib.sha256(rollout_id.encode()).hexdigest()[:12], 16)
             uid = UID_BASE + digest % UID_SPAN
-        return Jail(mode, self.limits, tuple(writable), uid, passwd_dir, reason, tuple(watched))
+        network, why = self.effective_network() if mode == "bwrap" else ("shared", reason)
+        return Jail(
+            mode,
+            self.limits,
+            tuple(writable),
+            uid,
+            passwd_dir,
+            reason,
+            watched=tuple(watched),
+            network=network,
+            network_reason=why,
+            rollout_id=rollout_id,
+        )
 
 
 @dataclass
@@ -169,13 +200,18 @@ class Jail:
     reason: str = ""
     watched: tuple[Path, ...] = ()
     """Directories outside the jail that still count towards its disk quota (its logs)."""
+    network: Network = "shared"
+    network_reason: str = ""
+    rollout_id: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Limits the rollout ran into (disk quota, ...): evidence for the record."""
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mode": self.mode, "uid": self.uid}
+        out: dict[str, Any] = {"mode": self.mode, "uid": self.uid, "network": self.network}
         if self.reason:
             out["reason"] = self.reason
+        if self.network_reason and self.network_reason != self.reason:
+            out["network_reason"] = self.network_reason
         return out
 
     def prepare(self) -> None:
@@ -202,11 +238,22 @@ class Jail:
                         continue
         return total
 
-    def wrap(self, argv: Sequence[str], cwd: Path, ro_paths: Sequence[Path] = ()) -> list[str]:
-        """``argv`` run inside the jail, starting in ``cwd`` (one of the writable directories)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        ro_paths: Sequence[Path] = (),
+        relay: tuple[Path, Sequence[int]] | None = None,
+    ) -> list[str]:
+        """``argv`` run inside the jail, starting in ``cwd`` (one of the writable directories).
+
+        ``relay`` = (socket directory, ports) of :func:`coworkenv.rollout.netjail.relays`: with an
+        isolated network those loopback ports, and only those, reach the host.
+        """
         if self.mode == "none":
             return [*self.limits.prlimit(_own_processes()), *argv]
-        out = [*self.limits.prlimit(0 if self.uid is not None else _own_processes()), *_namespaces()]
+        isolated = self.network == "isolated"
+        out = [*self.limits.prlimit(0 if self.uid is not None else _own_processes()), *_namespaces(isolated)]
         out += _system_mounts()
         if self.uid is not None:
             out += ["--ro-bind", str(self._passwd()), "/etc/passwd"]
@@ -219,6 +266,20 @@ class Jail:
             out += ["--perms", "0755", "--dir", str(parent)]
         for path, how in binds:
             out += [how, str(path), str(path)]
+        if isolated and relay is not None and relay[1]:
+            python = jail_python()
+            if python is None:
+                raise IsolationError("the jail's endpoint relay needs python3 under /usr")
+            out += [
+                "--perms",
+                "0755",
+                "--dir",
+                str(Path(JAIL_DIR).parent),
+                "--ro-bind",
+                str(relay[0]),
+                JAIL_DIR,
+            ]
+            argv = forwarder_argv(python, relay[1], argv)
         out += ["--remount-ro", "/", "--chdir", str(cwd), *_as_agent(self.uid), *argv]
         return out
 
@@ -255,8 +316,10 @@ class Jail:
         return path
 
 
-def _namespaces() -> list[str]:
+def _namespaces(isolate_network: bool) -> list[str]:
     common = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if isolate_network:
+        common.append("--unshare-net")
     common += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:  # privileged bwrap; the command drops to the rollout's uid (setpriv)
         return ["bwrap", *common, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from coworkenv.grading.replay import materialize_workspace
 from coworkenv.rollout.isolation import Isolation, Jail
+from coworkenv.rollout.netjail import RELAYED, endpoint_ports, relays
 from coworkenv.spec import TaskSpec
 
 MARKER = "COWORKENV_SANDBOX"
@@ -120,19 +121,37 @@ async def run_process(
     max_stdout: int = 4_000_000,
     jail: Jail | None = None,
     ro_paths: Sequence[Path] = (),
+    endpoints: Sequence[str] = (),
 ) -> ProcessResult:
     """Run ``argv`` in its own process group with a wall-clock limit; the group never outlives it.
 
-    With ``jail`` the command runs inside it (``ro_paths`` added read-only) and is killed when the
-    jail's writable directories outgrow its disk quota. Raises ``FileNotFoundError`` /
+    With ``jail`` the command runs inside it (``ro_paths`` added read-only; ``endpoints``, base URLs
+    on loopback, the only network it reaches when the jail's network is isolated) and is killed
+    when the jail's writable directories outgrow its disk quota. Raises ``FileNotFoundError`` /
     ``PermissionError`` when it cannot start (a start failure).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.stdout", log_dir / f"{name}.stderr"
     t0 = time.monotonic()
-    if jail is not None:
-        await asyncio.to_thread(jail.prepare)
-        argv = jail.wrap(argv, cwd, ro_paths)
+    ports = endpoint_ports(endpoints) if jail is not None and jail.network == "isolated" else []
+    async with relays(ports, jail.rollout_id if jail is not None else "") as relay_dir:
+        if jail is not None:
+            await asyncio.to_thread(jail.prepare)
+            argv = jail.wrap(argv, cwd, ro_paths, (relay_dir, ports) if relay_dir is not None else None)
+        return await _run(argv, cwd, env, timeout_s, out_path, err_path, max_stdout, jail, t0)
+
+
+async def _run(  # noqa: PLR0917
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    out_path: Path,
+    err_path: Path,
+    max_stdout: int,
+    jail: Jail | None,
+    t0: float,
+) -> ProcessResult:
     limit: str | None = None
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
@@ -248,6 +267,8 @@ def peer_rollout(client: str | None) -> str | None:
         port = int(client.rsplit(":", 1)[1])
     except ValueError:
         return None
+    if port in RELAYED:  # relayed from a jail with an isolated network: known without a scan
+        return RELAYED[port]
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

@@ -129,6 +129,7 @@ class NpmCliHarness(ABC):
                 name=f"{self.name}-{rounds}" if rounds else self.name,
                 jail=ctx.jail,
                 ro_paths=self.runtime_paths(),
+                endpoints=[ctx.proxy_url, ctx.mcp_url],
             )
             rounds += 1
             answer = "" if res.timed_out else self.final_answer(res.stdout, ctx)
