@@ -4,7 +4,8 @@ Three measurements, each jailed (bubblewrap, default limits) against today's uni
 
 * ``start_ms``: one :func:`run_process` of ``/bin/true`` in a fresh sandbox (median, p90);
 * ``calls_per_s``: a ``python3`` client inside the sandbox making sequential tool calls to the
-  services through the trial's capability URL (one keep-alive connection);
+  services through the trial's capability URL (one keep-alive connection; jailed, through the
+  jail's endpoint relay, as Claude Code and Codex reach them);
 * ``rollout_s``: whole rollouts of the loop harness (reference solution + ``--bash-steps`` shell
   steps) through the proxy, ``--concurrency`` at a time; unisolated here is ``COWORKENV_ISOLATION=none``
   (limits only, no namespaces).
@@ -81,7 +82,13 @@ async def _calls(spec: TaskSpec, root: Path, n: int, jailed: bool) -> float:
         jail = box.jail(Isolation("bwrap")) if jailed else None
         argv = ["python3", "-c", CLIENT, f"{base}/t/{trial.capability}", str(n)]
         res = await run_process(
-            argv, cwd=box.workspace, env=box.env(), timeout_s=600, log_dir=box.logs, jail=jail
+            argv,
+            cwd=box.workspace,
+            env=box.env(),
+            timeout_s=600,
+            log_dir=box.logs,
+            jail=jail,
+            endpoints=[base],
         )
         box.cleanup()
     assert res.returncode == 0, res.stderr_tail
