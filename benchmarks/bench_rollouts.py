@@ -6,6 +6,13 @@ model calls/hour, generated tokens/s and the status mix. Each task's limits are 
 ``--max-turns`` and ``--timeout`` (reported with the results), so a number is reproducible.
 
     .venv/bin/python benchmarks/bench_rollouts.py --rollouts 8 --concurrency 2
+
+``--isolation`` measures instead what the rollout jail (:mod:`coworkenv.rollout.isolation`) costs
+against the unisolated sandbox, with no model (scripted reference policy): process start time,
+tool calls/s from inside the sandbox to the services, and whole-rollout wall time (loop harness,
+reference solution plus ``--bash-steps`` shell steps). Writes ``results/isolation-<date>.json``.
+
+    .venv/bin/python benchmarks/bench_rollouts.py --isolation --repeats 40 --calls 2000 --rollouts 16
 """
 
 from __future__ import annotations
@@ -35,8 +42,18 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--backend", default=None, help="backend spec (default embedded?max_tokens=N&seed=0)")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "rollouts_embedded.json")
+    ap.add_argument("--out", type=Path, default=None, help="results JSON (default per mode)")
+    ap.add_argument("--isolation", action="store_true", help="measure the jail's overhead instead")
+    ap.add_argument("--repeats", type=int, default=40, help="--isolation: process starts per mode")
+    ap.add_argument("--calls", type=int, default=2000, help="--isolation: tool calls per mode")
+    ap.add_argument("--bash-steps", type=int, default=3, help="--isolation: shell steps per rollout")
     args = ap.parse_args()
+    if args.isolation:
+        from _isolation import run as run_isolation  # benchmarks/_isolation.py
+
+        run_isolation(args)
+        return
+    args.out = args.out or Path(__file__).parent / "results" / "rollouts_embedded.json"
 
     import torch
 

@@ -14,6 +14,8 @@ from coworkenv.services.faults import FaultPlan
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
 
+OPERATOR = "operator-token-for-tests"
+AS_OPERATOR = {"Authorization": f"Bearer {OPERATOR}"}
 TOOLS = ("helpdesk_list_tickets", "helpdesk_get_ticket", "helpdesk_update_ticket", "helpdesk_close_ticket")
 
 
@@ -48,8 +50,9 @@ def host() -> Host:
 
 @pytest.fixture
 async def client(host: Host) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(host, mcp=False))
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+    app = create_app(host, mcp=False, operator_token=OPERATOR)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=AS_OPERATOR) as c:
         yield c
 
 
@@ -71,8 +74,10 @@ async def test_health_tasks_and_trial_lifecycle(client: httpx.AsyncClient, host:
 
     created = await open_trial(client, "t1")
     assert created["trial_id"] == "t1"
-    assert created["prefix"] == "/t/t1"
-    assert created["base_url"].endswith("/t/t1")
+    cap = host.trials["t1"].capability
+    assert created["prefix"] == f"/t/{cap}"
+    assert len(cap) >= 24
+    assert created["base_url"].endswith(f"/t/{cap}")
     assert "t1" in host.trials
     assert [t["trial_id"] for t in (await client.get("/trials")).json()] == ["t1"]
 
@@ -279,7 +284,7 @@ async def test_latency_fault_delays_then_runs(client: httpx.AsyncClient, host: H
 
 async def test_claw_eval_compat_mode_serves_unprefixed_routes(host: Host) -> None:
     trial = host.open_trial("hd", "compat")
-    app = create_app(host, default_trial="compat", mcp=False)
+    app = create_app(host, default_trial="compat", mcp=False, open_compat_grading=True)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
         probe = await c.post("/helpdesk/tickets", headers={"X-Health-Check": "1"})
         assert probe.status_code < 500
@@ -292,8 +297,10 @@ async def test_claw_eval_compat_mode_serves_unprefixed_routes(host: Host) -> Non
         audit = (await c.get("/helpdesk/audit")).json()
         assert [x["ticket_id"] for x in audit["closed"]] == ["TK-1"]
         assert [x["endpoint"] for x in audit["calls"]] == ["/helpdesk/tickets", "/helpdesk/tickets/close"]
-        # the prefixed routes and host routes still work
-        assert (await c.get("/t/compat/helpdesk/audit")).json() == audit
+        # the prefixed routes and host routes still work (the prefixed grading ones need the token)
+        assert (await c.get("/t/compat/helpdesk/audit")).status_code == 401
+        op = {"Authorization": f"Bearer {app.state.operator_token}"}
+        assert (await c.get("/t/compat/helpdesk/audit", headers=op)).json() == audit
         assert (await c.get("/health")).json()["status"] == "ok"
 
 
@@ -328,7 +335,7 @@ async def test_every_registered_tool_is_callable_over_http() -> None:
     app = create_app(host, mcp=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
         for i, tdef in enumerate(registry.TOOLS.values()):
-            r = await c.post(f"/t/x{tdef.route}", json={})
+            r = await c.post(f"/t/{trial.capability}{tdef.route}", json={})
             assert r.status_code < 500, (tdef.name, r.text)
             assert isinstance(r.json(), dict | list)
             assert trial.audit[i].tool == tdef.name
@@ -340,9 +347,10 @@ async def test_every_registered_tool_is_callable_over_http() -> None:
 
 
 def test_real_uvicorn_server_round_trip(host: Host) -> None:
-    with background_server(create_app(host)) as url, httpx.Client(base_url=url, timeout=10) as c:
+    app = create_app(host, operator_token=OPERATOR)
+    with background_server(app) as url, httpx.Client(base_url=url, timeout=10, headers=AS_OPERATOR) as c:
         created = c.post("/trials", json={"task_id": "hd", "trial_id": "live"}).json()
-        assert created["base_url"] == f"{url}/t/live"
+        assert created["base_url"] == f"{url}/t/{host.trials['live'].capability}"
         base = created["base_url"]
         r = c.post(f"{base}/helpdesk/tickets/update", json={"ticket_id": "TK-1", "tags": ["vpn", "p1"]})
         assert r.status_code == 200

@@ -178,8 +178,9 @@ async def test_streamable_http_per_trial(mode: str) -> None:
     host.add_task(TaskSpec.model_validate(helpdesk_spec("narrow", ("helpdesk_get_ticket",))))
     a = host.open_trial("hd", "a")
     b = host.open_trial("narrow", "b")
-    with background_server(create_app(host)) as url:
-        async with Client(f"{url}/t/b/mcp", mode=mode) as client:
+    app = create_app(host)
+    with background_server(app) as url:
+        async with Client(f"{url}/t/{b.capability}/mcp", mode=mode) as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["helpdesk_get_ticket"]
             denied = await client.call_tool(
                 "helpdesk_update_ticket", {"ticket_id": "TK-1", "priority": "high"}
@@ -187,7 +188,7 @@ async def test_streamable_http_per_trial(mode: str) -> None:
             assert denied.is_error
             assert payload(denied)["code"] == "tool_not_available"
 
-        async with Client(f"{url}/t/a/mcp", mode=mode) as client:
+        async with Client(f"{url}/t/{a.capability}/mcp", mode=mode) as client:
             assert [t.name for t in (await client.list_tools()).tools] == list(TOOLS)
             res = await client.call_tool("helpdesk_update_ticket", {"ticket_id": "TK-1", "priority": "high"})
             assert not res.is_error
@@ -208,15 +209,16 @@ async def test_streamable_http_per_trial(mode: str) -> None:
         assert [e.tool for e in b.audit] == ["helpdesk_update_ticket"]
         assert b.services["helpdesk"].table("tickets").require("TK-1", "Ticket")["priority"] == "low"
         # the same calls are visible over the HTTP face
-        events = httpx.get(f"{url}/t/a/events").json()
+        op = {"Authorization": f"Bearer {app.state.operator_token}"}
+        events = httpx.get(f"{url}/t/a/events", headers=op).json()
         assert [e["ok"] for e in events] == [True, False]
 
 
 async def test_streamable_http_unknown_trial_and_session_binding() -> None:
     host = Host()
     host.add_task(TaskSpec.model_validate(helpdesk_spec()))
-    host.open_trial("hd", "a")
-    host.open_trial("hd", "b")
+    a = host.open_trial("hd", "a")
+    b = host.open_trial("hd", "b")
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -229,21 +231,27 @@ async def test_streamable_http_unknown_trial_and_session_binding() -> None:
     }
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     with background_server(create_app(host)) as url, httpx.Client(timeout=10) as c:
-        r = c.post(f"{url}/t/ghost/mcp", json=init, headers=headers)
-        assert r.status_code == 404
-        assert r.json()["code"] == "unknown_trial"
+        # an unknown key and a known trial id are refused alike (ids cannot be probed) and recorded
+        for key in ("ghost", "a"):
+            r = c.post(f"{url}/t/{key}/mcp", json=init, headers=headers)
+            assert r.status_code == 401
+            assert r.json()["code"] == "unauthorized"
+        assert [x["path"] for x in host.refusals] == ["/t/ghost/mcp", "/t/a/mcp"]
+        assert a.refusals == []
+        assert b.refusals == []
 
-        r = c.post(f"{url}/t/a/mcp", json=init, headers=headers)
+        r = c.post(f"{url}/t/{a.capability}/mcp", json=init, headers=headers)
         assert r.status_code == 200
         sid = r.headers["mcp-session-id"]
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         hdrs = {**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
-        c.post(f"{url}/t/a/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs)
-        ok = c.post(f"{url}/t/a/mcp", json=listing, headers=hdrs)
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        c.post(f"{url}/t/{a.capability}/mcp", json=note, headers=hdrs)
+        ok = c.post(f"{url}/t/{a.capability}/mcp", json=listing, headers=hdrs)
         assert ok.status_code == 200
         assert [t["name"] for t in ok.json()["result"]["tools"]] == list(TOOLS)
         # a session opened on trial a is refused under trial b's path
-        assert c.post(f"{url}/t/b/mcp", json=listing, headers=hdrs).status_code == 404
+        assert c.post(f"{url}/t/{b.capability}/mcp", json=listing, headers=hdrs).status_code == 404
 
 
 async def test_every_registered_tool_listed_over_mcp() -> None:

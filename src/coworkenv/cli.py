@@ -213,16 +213,30 @@ def serve(
         typer.Option(
             "--claw-eval-compat",
             help="Serve every task in the Claw-Eval profile (answers as Claw-Eval's mock services) and "
-            "one trial of the first task at Claw-Eval's unprefixed routes.",
+            "one trial of the first task at Claw-Eval's unprefixed routes (its /<service>/audit and "
+            "/reset answer without the operator token, as Claw-Eval's grader expects).",
         ),
     ] = False,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the operator token here (mode 0600) instead of printing it; "
+            "set $COWORKENV_OPERATOR_TOKEN to choose it."
+        ),
+    ] = None,
 ) -> None:
-    """Serve tasks over HTTP (Claw-Eval routes under /t/<trial>/) and MCP (/t/<trial>/mcp).
+    """Serve tasks over HTTP and MCP: agents use /t/<capability>/ (from POST /trials), operators the token.
 
-    Imported Claw-Eval tasks always run in the Claw-Eval profile; ours in the strict one unless
-    --claw-eval-compat."""
+    Listing or opening trials, events, state, audit and reset need the operator token
+    (Authorization: Bearer <token>); an agent is given only its trial's capability URL. Imported
+    Claw-Eval tasks always run in the Claw-Eval profile; ours in the strict one unless
+    --claw-eval-compat.
+    """
+    import os
+
     import uvicorn
 
+    from coworkenv.serve.access import TOKEN_ENV, new_token
     from coworkenv.serve.http import create_app
     from coworkenv.services import Host
 
@@ -233,8 +247,18 @@ def serve(
     default = None
     if compat_trial and specs:
         default = h.open_trial(specs[0].id, "default").id
-    application = create_app(h, default_trial=default)
-    err.print(f"serving {len(specs)} task(s) on http://{host}:{port}  (POST /trials to open a trial)")
+        err.print("[yellow]warning: --claw-eval-compat leaves the root audit/reset routes open[/yellow]")
+    token = os.environ.get(TOKEN_ENV) or new_token()
+    application = create_app(h, default_trial=default, operator_token=token, open_compat_grading=compat_trial)
+    if token_file is not None:
+        token_file.write_text(token + "\n", encoding="utf-8")
+        token_file.chmod(0o600)
+        err.print(f"operator token written to {token_file}")
+    elif not os.environ.get(TOKEN_ENV):
+        err.print(f"operator token: {token}")
+    err.print(
+        f"serving {len(specs)} task(s) on http://{host}:{port}  (POST /trials with the token to open a trial)"
+    )
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 

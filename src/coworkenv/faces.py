@@ -31,17 +31,19 @@ def run_reference_via(spec: TaskSpec, face: str, source: str = "<spec>") -> Repl
         return run_reference(task)
     from coworkenv.serve.http import background_server, create_app
 
-    with background_server(create_app(host)) as url, httpx.Client(base_url=url, timeout=30) as http:
-        resp = http.post("/trials", json={"task_id": spec.id})
+    app = create_app(host)
+    operator = {"Authorization": f"Bearer {app.state.operator_token}"}
+    with background_server(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+        resp = http.post("/trials", json={"task_id": spec.id}, headers=operator)
         resp.raise_for_status()
         tid = resp.json()["trial_id"]
         trial = host.trials[tid]
-        if face == "http":
-            return run_reference(task, trial=trial, caller=_http_caller(http, tid))
+        if face == "http":  # the agent's view: the trial's capability URL, no token
+            return run_reference(task, trial=trial, caller=_http_caller(http, trial.capability))
         with start_blocking_portal() as portal:
             from mcp import Client
 
-            with portal.wrap_async_context_manager(Client(f"{url}/t/{tid}/mcp")) as client:
+            with portal.wrap_async_context_manager(Client(f"{url}/t/{trial.capability}/mcp")) as client:
 
                 def mcp_caller(_trial: Trial) -> Caller:
                     def call(tool: str, args: dict[str, Any]) -> Any:
@@ -54,11 +56,11 @@ def run_reference_via(spec: TaskSpec, face: str, source: str = "<spec>") -> Repl
                 return run_reference(task, trial=trial, caller=mcp_caller)
 
 
-def _http_caller(http: httpx.Client, tid: str) -> Callable[[Trial], Caller]:
+def _http_caller(http: httpx.Client, key: str) -> Callable[[Trial], Caller]:
     def factory(trial: Trial) -> Caller:
         def call(tool: str, args: dict[str, Any]) -> Any:
             route = trial.task.tools[tool].route if tool in trial.task.tools else f"/unknown/{tool}"
-            return http.post(f"/t/{tid}{route}", json=args).json()
+            return http.post(f"/t/{key}{route}", json=args).json()
 
         return call
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -43,6 +43,9 @@ from coworkenv.spec import (
     ToolCalled,
 )
 
+CommandRunner = Callable[[str, Path, float], "subprocess.CompletedProcess[str]"]
+"""(command, cwd, timeout_s) -> the finished process; raises ``subprocess.TimeoutExpired``."""
+
 State = Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]
 """service → table → rows."""
 
@@ -59,6 +62,9 @@ class Episode:
     workspace: Path | None = None
     transcript: str = ""
     """A plain-text rendering of the conversation, for the LLM judge."""
+    run_command: CommandRunner | None = None
+    """Runs a ``command`` check's verifier (command, workspace, timeout) — a rollout passes one
+    that runs it in a jail, since the workspace is the agent's; ``None``: a host shell."""
 
     def ok_calls(self, tool: str) -> list[AuditEvent]:
         return [e for e in self.events if e.ok and e.tool == tool]
@@ -220,15 +226,18 @@ def _command(c: Command, ep: Episode) -> _Verdict:
     if ep.workspace is None:
         return _Verdict(None, detail="no workspace recorded")
     try:
-        proc = subprocess.run(
-            c.command,
-            shell=True,
-            cwd=ep.workspace,
-            capture_output=True,
-            text=True,
-            timeout=c.timeout_s,
-            check=False,
-        )
+        if ep.run_command is not None:
+            proc = ep.run_command(c.command, ep.workspace, c.timeout_s)
+        else:
+            proc = subprocess.run(
+                c.command,
+                shell=True,
+                cwd=ep.workspace,
+                capture_output=True,
+                text=True,
+                timeout=c.timeout_s,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         return _Verdict(0.0, detail=f"verifier timed out after {c.timeout_s}s")
     if c.score_from == "exit_code":

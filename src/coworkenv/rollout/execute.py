@@ -15,6 +15,12 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
 * otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
   final answer, the final state and the workspace.
 
+Every harness process runs in the sandbox's jail (:mod:`coworkenv.rollout.isolation`; a jail that
+is required but cannot start is a ``start_failure``); the harness reaches the services only by the
+trial's capability URL. The record's ``integrity`` lists what the rollout was refused (the
+trial's refusals) and the jail limits it hit; ``meta["isolation"]`` says how it was isolated.
+A ``command`` check's verifier runs in the same jail, never as the host's user.
+
 Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
 redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
 and proxy prefix are always released.
@@ -23,6 +29,7 @@ and proxy prefix are always released.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +47,7 @@ from coworkenv.rollout.harnesses.base import (
     HarnessNotInstalled,
     HarnessResult,
 )
+from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import FailureKind, FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
 from coworkenv.rollout.sandbox import Sandbox
 from coworkenv.services.trial import Host, Trial
@@ -89,6 +97,8 @@ class RunContext:
     judge: Judge | None = None
     """Grades ``llm_judge`` checks (see :func:`coworkenv.grading.judge.judge_from_env`); ``None``:
     they are reported not run."""
+    isolation: Isolation = field(default_factory=Isolation.from_env)
+    """How harness processes are jailed (``$COWORKENV_ISOLATION``, default limits)."""
 
 
 @dataclass(frozen=True)
@@ -123,23 +133,11 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
                 rid, task_id=spec.id, harness=harness.name, backend=backend, state_hash=trial.state_hash
             )
             opened = True
+            ctx = _context(rc, spec, trial, box, prefix=prefix, timeout=timeout)
         except HarnessNotInstalled as exc:
             return base.failed("start_failure", str(exc), time.monotonic() - t0)
         except Exception as exc:
             return base.failed("start_failure", f"{type(exc).__name__}: {exc}", time.monotonic() - t0)
-        ctx = HarnessContext(
-            spec=spec,
-            rollout_id=rid,
-            trial=trial,
-            workspace=box.workspace,
-            home=box.home,
-            proxy_url=rc.proxy_base.rstrip("/") + prefix,
-            mcp_url=f"{rc.services_base.rstrip('/')}/t/{trial.id}/mcp" if rc.services_base else None,
-            timeout_s=timeout,
-            max_turns=spec.limits.max_turns,
-            env=box.env(rc.extra_env),
-            log_dir=box.logs,
-        )
         try:
             result = await asyncio.wait_for(harness.run(ctx), timeout + TIMEOUT_GRACE_S)
         except TimeoutError:
@@ -157,7 +155,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         n_calls = await rc.proxy.settle(rid, timeout_s=settle_s)
         calls, _problems = rc.store.read(rid)
         failure = failure or _label(result, calls, n_calls)
-        return await _finish(base, rc, harness, trial, box, result, calls, failure, time.monotonic() - t0)
+        return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
         if opened:
             rc.proxy.close_rollout(rid)
@@ -165,6 +163,27 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
             rc.host.close_trial(trial.id)
         if box is not None:
             box.cleanup(keep=rc.keep_sandboxes)
+
+
+def _context(
+    rc: RunContext, spec: TaskSpec, trial: Trial, box: Sandbox, *, prefix: str, timeout: float
+) -> HarnessContext:
+    """The harness's view: its sandbox and jail, the proxy prefix, the trial's capability URL."""
+    services = rc.services_base.rstrip("/") if rc.services_base else None
+    return HarnessContext(
+        spec=spec,
+        rollout_id=box.rollout_id,
+        trial=trial,
+        workspace=box.workspace,
+        home=box.home,
+        proxy_url=rc.proxy_base.rstrip("/") + prefix,
+        mcp_url=f"{services}/t/{trial.capability}/mcp" if services else None,
+        timeout_s=timeout,
+        max_turns=spec.limits.max_turns,
+        env=box.env(rc.extra_env),
+        log_dir=box.logs,
+        jail=box.jail(rc.isolation),
+    )
 
 
 def _label(
@@ -254,7 +273,7 @@ async def _finish(  # noqa: PLR0917
     rc: RunContext,
     harness: Harness,
     trial: Trial,
-    box: Sandbox,
+    ctx: HarnessContext,
     result: HarnessResult,
     calls: Sequence[CapturedCall],
     failure: tuple[FailureKind, str] | None,
@@ -265,7 +284,9 @@ async def _finish(  # noqa: PLR0917
     if not final and not result.timed_out and messages and messages[-1].role == "assistant":
         final = messages[-1].content
     events = list(trial.audit)
-    meta: dict[str, Any] = {"harness_version": harness.version, **result.meta}
+    jail = ctx.jail
+    assert jail is not None
+    meta: dict[str, Any] = {"harness_version": harness.version, "isolation": jail.describe(), **result.meta}
     if result.exit_code is not None:
         meta["exit_code"] = result.exit_code
     if result.stderr_tail and failure is not None:
@@ -288,18 +309,25 @@ async def _finish(  # noqa: PLR0917
             for e in events
         ),
         "audit": tuple(e.to_dict() for e in events),
+        "integrity": (*trial.refusals, *jail.events),
         "meta": meta,
     }
     if failure is not None:
         return RolloutRecord(
             **common, status="infra_failure", failure=FailureLabel(kind=failure[0], detail=failure[1])
         )
+    env = dict(ctx.env)
+
+    def verify(command: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+        return jail.run(command, cwd, timeout_s, env)  # the workspace is the agent's: jail it
+
     episode = Episode(
         events=events,
         final_answer=final,
         state=trial.snapshot(),
-        workspace=box.workspace,
+        workspace=ctx.workspace,
         transcript=transcript(messages),
+        run_command=verify,
     )
     graded = await asyncio.to_thread(grade, base.job.task, episode, rc.judge)
     rewards = None

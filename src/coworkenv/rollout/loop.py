@@ -4,7 +4,8 @@ Contract: the loop talks to the model only through the rollout's proxy prefix
 (``POST <proxy>/v1/chat/completions``, non-streaming, OpenAI tool schema), so every call is
 captured; it executes the task's tools directly on the :class:`Trial` (one ``Trial.call`` per
 tool call, any name the model emits, so unknown/forbidden attempts are audited too) and, when
-enabled, ``bash`` / ``read_file`` / ``write_file`` inside the workspace. It stops at the first
+enabled, ``bash`` / ``read_file`` / ``write_file`` inside the workspace (``bash`` in the rollout's
+jail). It stops at the first
 assistant turn without tool calls that is not a question to the simulated user, at
 ``max_turns`` model calls, or at the deadline (``timed_out``). Multi-turn tasks: a turn that
 asks a question (contains ``?``) gets a scripted reply from ``spec.user_sim``
@@ -216,10 +217,19 @@ class AgentLoop:
             left = max(1.0, min(60.0, deadline - time.monotonic()))
             logs = self.ctx.log_dir or ws.parent / "logs"
             res = await run_process(
-                ["/bin/sh", "-c", cmd], cwd=ws, env=self.ctx.env, timeout_s=left, log_dir=logs, name="bash"
+                ["/bin/sh", "-c", cmd],
+                cwd=ws,
+                env=self.ctx.env,
+                timeout_s=left,
+                log_dir=logs,
+                name="bash",
+                jail=self.ctx.jail,
             )
             out = res.stdout[-MAX_TOOL_OUTPUT:] + (res.stderr_tail if res.returncode else "")
-            return {"exit_code": res.returncode, "timed_out": res.timed_out, "output": out}
+            body: dict[str, Any] = {"exit_code": res.returncode, "timed_out": res.timed_out, "output": out}
+            if res.limit is not None:
+                body["killed"] = f"the sandbox's {res.limit} limit was exceeded"
+            return body
         path = _inside(ws, str(args.get("path", "")))
         if path is None:
             return {"error": "path must stay inside the workspace", "code": "bad_path"}

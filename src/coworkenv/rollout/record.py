@@ -84,6 +84,12 @@ class RolloutRecord(BaseModel):
     audit: tuple[dict[str, Any], ...] = Field(default=(), description="AuditEvent dicts, in order.")
     grade: dict[str, Any] | None = Field(default=None, description="GradeResult.model_dump().")
     rewards: RewardParts | None = None
+    integrity: tuple[dict[str, Any], ...] = Field(
+        default=(),
+        description="Attempts on what grades the rollout and limits it ran into, in order: requests "
+        "the services refused (operator-only routes), jail limits hit (disk quota). Empty for a "
+        "rollout that kept to its tools.",
+    )
     meta: dict[str, Any] = Field(default_factory=dict, description="Harness version, config hash, ...")
 
     @property

@@ -42,7 +42,9 @@ from coworkenv.proxy.capture import CaptureStore
 from coworkenv.proxy.messages import ChatRequest
 from coworkenv.rollout.execute import ProxyLike, RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import Harness, get_harness
+from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import RolloutRecord, append_record, read_records
+from coworkenv.rollout.sandbox import peer_rollout
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
 
@@ -144,14 +146,21 @@ async def open_session(
     proxy_factory: ProxyFactory | None = None,
     timeout_cap_s: float | None = None,
     keep_sandboxes: bool = False,
+    isolation: Isolation | None = None,
 ) -> AsyncIterator[RunContext]:
-    """One proxy + one services server in this event loop, and the shared :class:`RunContext`."""
+    """One proxy + one services server in this event loop, and the shared :class:`RunContext`.
+
+    The services' operator token stays in this process (the runner grades in-process); harnesses
+    get only their trial's capability URL and run in jails made by ``isolation`` (default:
+    :meth:`Isolation.from_env`).
+    """
     from coworkenv.serve.http import create_app
 
     default, per_task, name = resolve_backend(backend)
     store = CaptureStore(calls_dir)
     proxy = (proxy_factory or default_proxy_factory)(default, store)
     host = Host()
+    host.attribute = peer_rollout  # trial id == rollout id: a refused sandbox peer is named
     try:
         async with serve_app(proxy.app) as proxy_base, serve_app(create_app(host)) as services_base:
             proxied: ProxyLike = proxy
@@ -167,6 +176,7 @@ async def open_session(
                 timeout_cap_s=timeout_cap_s,
                 keep_sandboxes=keep_sandboxes,
                 judge=judge_from_env(),
+                isolation=isolation or Isolation.from_env(),
             )
     finally:
         shutdown = getattr(proxy, "shutdown", None)
@@ -289,6 +299,7 @@ async def run_rollouts_async(  # noqa: PLR0917
     keep_sandboxes: bool = False,
     proxy_factory: ProxyFactory | None = None,
     harness_objects: dict[str, Harness] | None = None,
+    isolation: Isolation | None = None,
 ) -> RunSummary:
     t0 = time.monotonic()
     built = harness_objects or check_harnesses(harnesses)
@@ -306,6 +317,7 @@ async def run_rollouts_async(  # noqa: PLR0917
             proxy_factory=proxy_factory,
             timeout_cap_s=timeout_cap_s,
             keep_sandboxes=keep_sandboxes,
+            isolation=isolation,
         ) as rc:
 
             async def one(job: RolloutJob) -> None:

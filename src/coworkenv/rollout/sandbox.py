@@ -9,10 +9,11 @@ Contract:
   inside the sandbox, PATH and locale from the parent, the marker ``COWORKENV_SANDBOX=<id>`` —
   and nothing else (no API keys or proxies leak in from the parent).
 * :func:`run_process` starts a child in its **own session/process group** (``start_new_session``),
-  stdin ``/dev/null``, output to files; on timeout, cancellation or normal exit it kills the
-  whole group (TERM, then KILL after a grace period). :func:`kill_marked` then sweeps ``/proc`` for
-  processes that carry the sandbox marker (they may have left the group with ``setsid``), so no
-  process of a rollout outlives it.
+  stdin ``/dev/null``, output to files — inside the rollout's :class:`~coworkenv.rollout.isolation.Jail`
+  when given one (:meth:`Sandbox.jail`), whose disk quota it watches; on timeout, cancellation,
+  quota overrun or normal exit it kills the whole group (TERM, then KILL after a grace period).
+  :func:`kill_marked` then sweeps ``/proc`` for processes that carry the sandbox marker (they may
+  have left the group with ``setsid``), so no process of a rollout outlives it.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coworkenv.grading.replay import materialize_workspace
+from coworkenv.rollout.isolation import Isolation, Jail
+from coworkenv.rollout.netjail import RELAYED, endpoint_ports, relays
 from coworkenv.spec import TaskSpec
 
 MARKER = "COWORKENV_SANDBOX"
 """Environment variable every sandbox process carries (value: the rollout id)."""
 
 KILL_GRACE_S = 2.0
+QUOTA_POLL_S = 0.5
 _INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 
 
@@ -78,6 +82,12 @@ class Sandbox:
             env.update(extra)
         return env
 
+    def jail(self, isolation: Isolation) -> Jail:
+        """This sandbox's jail: workspace, HOME and TMPDIR writable, nothing else of the host's (the
+        logs, written through the process's stdout/stderr, count towards its disk quota too)."""
+        writable = (self.workspace, self.home, self.tmp)
+        return isolation.jail(self.rollout_id, writable, self.root, watched=(self.logs,))
+
     def cleanup(self, *, keep: bool = False) -> int:
         """Kill the sandbox's processes; remove its directory unless ``keep``. Returns #killed."""
         killed = kill_marked(self.rollout_id)
@@ -96,6 +106,8 @@ class ProcessResult:
     wall_s: float
     stdout: str
     stderr_tail: str
+    limit: str | None = None
+    """The jail limit the process group was killed for (``"disk"``), if any."""
 
 
 async def run_process(
@@ -107,14 +119,40 @@ async def run_process(
     log_dir: Path,
     name: str = "proc",
     max_stdout: int = 4_000_000,
+    jail: Jail | None = None,
+    ro_paths: Sequence[Path] = (),
+    endpoints: Sequence[str] = (),
 ) -> ProcessResult:
     """Run ``argv`` in its own process group with a wall-clock limit; the group never outlives it.
 
-    Raises ``FileNotFoundError``/``PermissionError`` when it cannot start (a start failure).
+    With ``jail`` the command runs inside it (``ro_paths`` added read-only; ``endpoints``, base URLs
+    on loopback, the only network it reaches when the jail's network is isolated) and is killed
+    when the jail's writable directories outgrow its disk quota. Raises ``FileNotFoundError`` /
+    ``PermissionError`` when it cannot start (a start failure).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.stdout", log_dir / f"{name}.stderr"
     t0 = time.monotonic()
+    ports = endpoint_ports(endpoints) if jail is not None and jail.network == "isolated" else []
+    async with relays(ports, jail.rollout_id if jail is not None else "") as relay_dir:
+        if jail is not None:
+            await asyncio.to_thread(jail.prepare)
+            argv = jail.wrap(argv, cwd, ro_paths, (relay_dir, ports) if relay_dir is not None else None)
+        return await _run(argv, cwd, env, timeout_s, out_path, err_path, max_stdout, jail, t0)
+
+
+async def _run(  # noqa: PLR0917
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    out_path: Path,
+    err_path: Path,
+    max_stdout: int,
+    jail: Jail | None,
+    t0: float,
+) -> ProcessResult:
+    limit: str | None = None
     with out_path.open("wb") as out, err_path.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -126,19 +164,42 @@ async def run_process(
             start_new_session=True,
         )
         timed_out = False
+        waiter = asyncio.ensure_future(proc.wait())
+        quota = jail.limits.disk_bytes if jail is not None else None
+        guard = asyncio.ensure_future(_over_quota(jail, quota)) if jail is not None and quota else None
         try:
-            try:
-                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-            except TimeoutError:
-                timed_out = True
+            done, _ = await asyncio.wait(
+                [f for f in (waiter, guard) if f is not None],
+                timeout=timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            timed_out = not done
+            if guard is not None and guard in done and waiter not in done:
+                limit = "disk"
         finally:
-            # normal exit, timeout or cancellation: nothing of the group survives
+            # normal exit, timeout, quota or cancellation: nothing of the group survives
+            for f in (waiter, guard):
+                if f is not None:
+                    f.cancel()
             await _kill_group(proc)
-    stdout = out_path.read_bytes()[:max_stdout].decode("utf-8", "replace")
-    stderr = err_path.read_bytes()[-4000:].decode("utf-8", "replace")
+    with out_path.open("rb") as fh:  # a flood of output stays on disk (capped by RLIMIT_FSIZE)
+        stdout = fh.read(max_stdout).decode("utf-8", "replace")
+    with err_path.open("rb") as fh:
+        fh.seek(max(0, err_path.stat().st_size - 4000))
+        stderr = fh.read().decode("utf-8", "replace")
     return ProcessResult(
-        None if timed_out else proc.returncode, timed_out, time.monotonic() - t0, stdout, stderr
+        None if timed_out else proc.returncode, timed_out, time.monotonic() - t0, stdout, stderr, limit
     )
+
+
+async def _over_quota(jail: Jail, quota: int) -> None:
+    """Return once the jail's writable directories hold more than ``quota`` bytes (recorded)."""
+    while True:
+        await asyncio.sleep(QUOTA_POLL_S)
+        used = await asyncio.to_thread(jail.disk_usage)
+        if used > quota:
+            jail.events.append({"kind": "limit", "limit": "disk", "used_bytes": used, "quota_bytes": quota})
+            return
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -191,6 +252,49 @@ def marked_pids(rollout_id: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
+
+
+def peer_rollout(client: str | None) -> str | None:
+    """The rollout whose process holds the loopback TCP connection from ``client`` (``"ip:port"``).
+
+    Linux ``/proc`` only: the socket's inode from ``/proc/net/tcp{,6}``, the process holding it,
+    the sandbox marker in its environment. None when any step finds nothing (not a sandbox peer).
+    Used to attribute a refused request to the rollout that made it; costs one ``/proc`` scan.
+    """
+    if not client or ":" not in client:
+        return None
+    try:
+        port = int(client.rsplit(":", 1)[1])
+    except ValueError:
+        return None
+    if port in RELAYED:  # relayed from a jail with an isolated network: known without a scan
+        return RELAYED[port]
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] != "0":
+                inodes.add(f"socket:[{cols[9]}]")
+    if not inodes:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+            if not any(os.readlink(fd) in inodes for fd in fds):
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for var in environ:
+            if var.startswith(f"{MARKER}=".encode()):
+                return var.split(b"=", 1)[1].decode(errors="replace")
+    return None
 
 
 def kill_marked(rollout_id: str) -> int:

@@ -1,30 +1,35 @@
 """HTTP face: one FastAPI app for a :class:`Host`, every tool at its Claw-Eval route, per trial.
 
-Routes (all bodies JSON; every error is ``{"error": str, "code": str, ...}``)::
+Routes (all bodies JSON; every error is ``{"error": str, "code": str, ...}``); ``[op]`` marks the
+routes that need the operator token (see :mod:`coworkenv.serve.access`), ``<key>`` is a trial's
+capability — or, with the token, its id::
 
-    POST   /trials                      {task_id, trial_id?, faults?, now?}
+    POST   /trials                      [op] {task_id, trial_id?, faults?, now?}
                                         -> 201 {trial_id, prefix, base_url, profile, now, ...}
                                         (now: the services' frozen clock; a recorded one replays)
-    GET    /trials                      open trial ids
-    DELETE /trials/{tid}
-    GET    /health, /tasks
-    POST   /t/{tid}/<tool route>        JSON body = arguments (empty body = {}) -> Trial.call
-    GET    /t/{tid}/<service>/audit     Claw-Eval's audit body (calls + audit collections)
-    POST   /t/{tid}/<service>/reset     that service back to its fixtures, its calls dropped
-    POST   /t/{tid}/reset               the whole trial back to its fixtures
-    GET    /t/{tid}/events[?since=N]    uniform AuditEvents
-    GET    /t/{tid}/state               tables, audit collections, state hash
-    GET    /t/{tid}/health, /t/{tid}/<service>/health
-    GET    /t/{tid}/tools               OpenAI-style function schemas of the exposed tools
-    *      /t/{tid}/mcp                 MCP streamable HTTP (see :mod:`coworkenv.serve.mcp`)
+    GET    /trials                      [op] open trial ids
+    DELETE /trials/{tid}                [op]
+    GET    /tasks                       [op]
+    GET    /health
+    POST   /t/<key>/<tool route>        JSON body = arguments (empty body = {}) -> Trial.call
+    GET    /t/<key>/<service>/audit     [op] Claw-Eval's audit body (calls + audit collections)
+    POST   /t/<key>/<service>/reset     [op] that service back to its fixtures, its calls dropped
+    POST   /t/<key>/reset               [op] the whole trial back to its fixtures
+    GET    /t/<key>/events[?since=N]    [op] uniform AuditEvents
+    GET    /t/<key>/state               [op] tables, audit collections, state hash
+    GET    /t/<key>/health, /t/<key>/<service>/health
+    GET    /t/<key>/tools               OpenAI-style function schemas of the exposed tools
+    *      /t/<key>/mcp                 MCP streamable HTTP (see :mod:`coworkenv.serve.mcp`)
 
 Contract: a tool route does one dict lookup (route -> ToolDef) and one :meth:`Trial.call` with the
 raw decoded body — no per-request model construction here; ``call`` validates. The status code is
 ``CallResult.status``; a fault's latency is awaited; a 429 carries ``Retry-After``. Audit, reset,
-health and events never fault and never record. A Claw-Eval health probe (header
-``X-Health-Check: 1``) on a tool route is answered without calling the tool. With
-``create_app(host, default_trial=tid)`` the same per-trial routes are also served without the
-``/t/{tid}`` prefix, so Claw-Eval's harness can point at the app as if it were its mock services.
+health and events never fault and never record a call; a refused request is recorded as a refusal
+(:meth:`Host.refuse`). A Claw-Eval health probe (header ``X-Health-Check: 1``) on a tool route is
+answered without calling the tool. With ``create_app(host, default_trial=tid)`` the same per-trial
+routes are also served without the ``/t/<key>`` prefix, so Claw-Eval's harness can point at the app
+as if it were its mock services (its grading routes there stay operator-only unless
+``open_compat_grading=True``, which Claw-Eval's own grader needs).
 """
 
 from __future__ import annotations
@@ -50,6 +55,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from coworkenv.serve import to_json
+from coworkenv.serve.access import (
+    REFUSAL_MESSAGES,
+    OperatorToken,
+    is_operator_path,
+    new_token,
+    record_refusal,
+    refusal,
+)
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import Host, LoadedTask, Trial
@@ -102,9 +115,39 @@ def registry_routes() -> Mapping[str, ToolDef]:
 class _Api:
     """The endpoints. Per-trial paths are dispatched by hand (dict lookups), not by the router."""
 
-    def __init__(self, host: Host, default_trial: str | None) -> None:
+    def __init__(
+        self, host: Host, default_trial: str | None, token: OperatorToken, open_compat_grading: bool
+    ) -> None:
         self.host = host
         self.default_trial = default_trial
+        self.token = token
+        self.open_compat_grading = open_compat_grading
+
+    # -- access
+
+    async def _refuse(self, request: Request, code: str, trial: Trial | None) -> Response:
+        path = request.url.path
+        if trial is not None:
+            path = path.replace(trial.capability, f"<capability of {trial.id}>")
+        client = f"{request.client.host}:{request.client.port}" if request.client else None
+        entry = refusal(code, request.method, path, trial.id if trial else None, client)
+        await record_refusal(self.host, entry, trial)
+        return error_response(code, REFUSAL_MESSAGES[code], 401 if code == "unauthorized" else 403)
+
+    async def _operator_only(self, request: Request) -> Response | None:
+        code = self.token.check(request.headers.raw)
+        return None if code is None else await self._refuse(request, code, None)
+
+    async def _trial_for(self, request: Request, key: str) -> tuple[Trial | None, Response | None]:
+        """The trial ``key`` names: its capability, or (operator token) its id."""
+        trial = self.host.by_capability.get(key)
+        if trial is not None:
+            return trial, None
+        code = self.token.check(request.headers.raw)
+        if code is not None:
+            return None, await self._refuse(request, code, None)
+        trial = self.host.trials.get(key)
+        return (trial, None) if trial is not None else (None, _unknown_trial(key))
 
     # -- host level
 
@@ -112,6 +155,8 @@ class _Api:
         return json_response({"status": "ok", "tasks": len(self.host.tasks), "trials": len(self.host.trials)})
 
     async def tasks(self, request: Request) -> Response:
+        if (refused := await self._operator_only(request)) is not None:
+            return refused
         return json_response(
             [
                 {
@@ -126,11 +171,15 @@ class _Api:
         )
 
     async def list_trials(self, request: Request) -> Response:
+        if (refused := await self._operator_only(request)) is not None:
+            return refused
         return json_response(
             [{"trial_id": tid, "task_id": t.task.spec.id} for tid, t in self.host.trials.items()]
         )
 
     async def create_trial(self, request: Request) -> Response:
+        if (refused := await self._operator_only(request)) is not None:
+            return refused
         data, bad = await _json_body(request)
         if bad is not None:
             return bad
@@ -170,7 +219,7 @@ class _Api:
             if now.tzinfo is None:
                 now = now.replace(tzinfo=UTC)
         trial = self.host.open_trial(task_id, tid, faults, now)
-        prefix = f"/t/{trial.id}"
+        prefix = f"/t/{trial.capability}"
         base = str(request.base_url).rstrip("/") + prefix
         body = {
             "trial_id": trial.id,
@@ -185,6 +234,8 @@ class _Api:
         return json_response(body, 201)
 
     async def delete_trial(self, request: Request) -> Response:
+        if (refused := await self._operator_only(request)) is not None:
+            return refused
         tid = request.path_params["tid"]
         if tid not in self.host.trials:
             return _unknown_trial(tid)
@@ -194,17 +245,15 @@ class _Api:
     # -- per trial
 
     async def trial_path(self, request: Request) -> Response:
-        tid = request.path_params["tid"]
-        trial = self.host.trials.get(tid)
+        trial, refused = await self._trial_for(request, request.path_params["tid"])
         if trial is None:
-            return _unknown_trial(tid)
+            return refused or _unknown_trial("")
         return await self._dispatch(request, trial, request.path_params["path"])
 
     async def trial_root(self, request: Request) -> Response:
-        tid = request.path_params["tid"]
-        trial = self.host.trials.get(tid)
+        trial, refused = await self._trial_for(request, request.path_params["tid"])
         if trial is None:
-            return _unknown_trial(tid)
+            return refused or _unknown_trial("")
         return await self._dispatch(request, trial, "")
 
     async def default_path(self, request: Request) -> Response:
@@ -212,10 +261,14 @@ class _Api:
         trial = self.host.trials.get(tid)
         if trial is None:
             return _unknown_trial(tid)
-        return await self._dispatch(request, trial, request.path_params["path"])
+        return await self._dispatch(request, trial, request.path_params["path"], compat=True)
 
-    async def _dispatch(self, request: Request, trial: Trial, path: str) -> Response:
+    async def _dispatch(self, request: Request, trial: Trial, path: str, *, compat: bool = False) -> Response:
         path = path.strip("/")
+        if is_operator_path(path, trial.services) and not (compat and self.open_compat_grading):
+            code = self.token.check(request.headers.raw)
+            if code is not None:
+                return await self._refuse(request, code, trial)
         route = "/" + path
         # Tool names and routes are global, so the registry's index finds every tool; Trial.call
         # answers 404 tool_not_available (and records it) for one the task does not expose.
@@ -326,18 +379,29 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response("internal_error", f"{type(exc).__name__}", 500)
 
 
-def create_app(host: Host, *, default_trial: str | None = None, mcp: bool = True) -> FastAPI:
+def create_app(
+    host: Host,
+    *,
+    default_trial: str | None = None,
+    mcp: bool = True,
+    operator_token: str | None = None,
+    open_compat_grading: bool = False,
+) -> FastAPI:
     """The HTTP (and streamable-HTTP MCP) face of ``host``'s trials.
 
+    ``operator_token`` guards the grading and host routes (default: a fresh random token, readable
+    as ``app.state.operator_token`` by the process that made the app — never by an agent).
     ``default_trial`` also serves that trial's routes at the root (Claw-Eval compatibility: e.g.
     ``POST /helpdesk/tickets``, ``GET /helpdesk/audit``, ``POST /helpdesk/reset``); the trial is
-    looked up per request, so it may be opened after the app is created. ``mcp=False`` leaves out
-    the MCP endpoint (and its lifespan).
+    looked up per request, so it may be opened after the app is created. Its root grading routes
+    need the token too unless ``open_compat_grading`` (Claw-Eval's grader sends none).
+    ``mcp=False`` leaves out the MCP endpoint (and its lifespan).
     """
     from coworkenv.serve.mcp import StreamableHttpMount
 
-    api = _Api(host, default_trial)
-    mount = StreamableHttpMount(host) if mcp else None
+    token = OperatorToken(operator_token or new_token())
+    api = _Api(host, default_trial, token, open_compat_grading)
+    mount = StreamableHttpMount(host, token=token) if mcp else None
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -355,6 +419,7 @@ def create_app(host: Host, *, default_trial: str | None = None, mcp: bool = True
         redoc_url=None,
         openapi_url=None,
     )
+    app.state.operator_token = token.value
     all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes: list[Route] = []  # hot path first: the router tries routes in order
     if mount is not None:

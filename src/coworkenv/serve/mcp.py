@@ -8,9 +8,10 @@ call (bad arguments, unknown id, unexposed tool, injected fault) is an ``isError
 the error payload, and — by ``Trial.call``'s contract — changed nothing. Fault latency is awaited.
 
 One low-level :class:`mcp.server.Server` serves any number of trials: its handlers resolve the
-trial per request (stdio: the one trial; HTTP: the ``/t/{trial_id}/mcp`` path, see
-:class:`StreamableHttpMount`). ``python -m coworkenv.serve.mcp --task-file F`` serves one fresh
-trial over stdio (``--record DIR`` writes the call log and state for the host that spawned it).
+trial per request (stdio: the one trial; HTTP: the ``/t/<capability>/mcp`` path — or the trial id
+with the operator token — see :class:`StreamableHttpMount` and :mod:`coworkenv.serve.access`).
+``python -m coworkenv.serve.mcp --task-file F`` serves one fresh trial over stdio (``--record DIR``
+writes the call log and state for the host that spawned it).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 from coworkenv import __version__
 from coworkenv.errors import CoworkError
 from coworkenv.serve import to_json
+from coworkenv.serve.access import REFUSAL_MESSAGES, OperatorToken, record_refusal, refusal
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import CallResult, Host, LoadedTask, Trial
@@ -179,17 +181,20 @@ class Recorder:
 
 
 class StreamableHttpMount:
-    """ASGI app for ``/t/{trial_id}/mcp``: one SDK session manager, the trial taken from the path.
+    """ASGI app for ``/t/<key>/mcp``: one SDK session manager, the trial taken from the path.
 
-    Mount it on a route whose path has a ``tid`` parameter and enter :meth:`run` in the app's
-    lifespan. A session is bound to the trial it was opened on: its id is refused under another
-    trial's path. Unknown trials answer 404, requests before :meth:`run` 503 (JSON bodies).
+    ``<key>`` is the trial's capability, or its id when the request carries ``token`` (the
+    operator's); anything else is refused (401/403, recorded by :meth:`Host.refuse`). Mount it on
+    a route whose path has a ``tid`` parameter and enter :meth:`run` in the app's lifespan. A
+    session is bound to the trial it was opened on: its id is refused under another trial's path.
+    Requests before :meth:`run` answer 503 (JSON bodies).
     """
 
     _MAX_SESSIONS_TRACKED = 10_000
 
-    def __init__(self, host: Host, *, json_response: bool = True) -> None:
+    def __init__(self, host: Host, *, token: OperatorToken | None = None, json_response: bool = True) -> None:
         self.host = host
+        self.token = token
         self.json_response = json_response
         self.server = build_server(self._resolve, name="coworkenv")
         self._manager: StreamableHTTPSessionManager | None = None
@@ -215,11 +220,31 @@ class StreamableHttpMount:
                 self._manager = None
                 self._session_trial.clear()
 
+    def _trial(self, scope: Scope) -> tuple[Trial | None, str]:
+        key = str(scope.get("path_params", {}).get("tid", ""))
+        trial = self.host.by_capability.get(key)
+        if trial is not None:
+            return trial, ""
+        code = "unauthorized" if self.token is None else self.token.check(scope.get("headers") or ())
+        if code is None:
+            trial = self.host.trials.get(key)
+            return trial, "" if trial is not None else "unknown_trial"
+        return None, code
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        tid = str(scope.get("path_params", {}).get("tid", ""))
-        if tid not in self.host.trials:
-            await _send_json(send, 404, {"error": f"unknown trial {tid!r}", "code": "unknown_trial"})
+        trial, code = self._trial(scope)
+        if trial is None:
+            if code == "unknown_trial":
+                await _send_json(send, 404, {"error": "unknown trial", "code": code})
+                return
+            client = scope.get("client")
+            where = f"{client[0]}:{client[1]}" if client else None
+            method, path = str(scope.get("method", "")), str(scope.get("path", ""))
+            await record_refusal(self.host, refusal(code, method, path, None, where), None)
+            status = 401 if code == "unauthorized" else 403
+            await _send_json(send, status, {"error": REFUSAL_MESSAGES[code], "code": code})
             return
+        tid = trial.id
         manager = self._manager
         if manager is None:
             body = {

@@ -1,7 +1,9 @@
 """Trials: one task's services, isolated per trial id, and the uniform audit event.
 
 :class:`Host` holds loaded tasks (fixtures validated once) and many concurrent trials, each keyed
-by id with its own copy-on-write state. :meth:`Trial.call` is the single path every face goes
+by id with its own copy-on-write state and an unguessable **capability** (the only key an agent is
+given to reach the trial from outside the process; see :mod:`coworkenv.serve.access`).
+:meth:`Trial.call` is the single path every face goes
 through (in-process, HTTP, MCP): it looks the tool up, applies the trial's fault schedule,
 validates arguments, runs the handler inside an undo journal and records exactly one
 :class:`AuditEvent` — whatever happens. Contract: a call that returns an error left the trial's
@@ -15,9 +17,11 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 import uuid
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -174,11 +178,19 @@ class Trial:
     """One isolated run of a task's services."""
 
     def __init__(
-        self, task: LoadedTask, trial_id: str, faults: FaultPlan | None = None, now: datetime | None = None
+        self,
+        task: LoadedTask,
+        trial_id: str,
+        faults: FaultPlan | None = None,
+        now: datetime | None = None,
+        capability: str | None = None,
     ) -> None:
         """``now``: the frozen instant of a Claw-Eval-profile trial (default: the wall clock at open;
-        pass the recorded one to replay). Strict trials run at ``mock_today`` noon."""
+        pass the recorded one to replay). Strict trials run at ``mock_today`` noon. ``capability``:
+        the secret path key of the agent-facing routes (default: a fresh one)."""
         self.id = trial_id
+        self.capability = capability or new_capability()
+        """The secret path key of this trial's agent-facing routes (``/t/<capability>/...``)."""
         self.task = task
         if task.profile == "claw-eval":
             self.clock = Clock(task.spec.mock_today, now or datetime.now(UTC).replace(microsecond=0))
@@ -189,6 +201,9 @@ class Trial:
             name: cls(task.fixtures[name], self.clock, self._journal) for name, cls in task.services.items()
         }
         self.audit: list[AuditEvent] = []
+        self.refusals: list[dict[str, Any]] = []
+        """Requests made with this trial's capability that were refused (operator-only endpoints):
+        the evidence that the agent tried to reach what grades it. Never cleared by a reset."""
         self.faults = FaultSchedule(faults or FaultPlan(), trial_id)
 
     # ------------------------------------------------------------------ calls
@@ -329,12 +344,31 @@ def _all_tools() -> Mapping[str, ToolDef]:
     return registry.TOOLS
 
 
+def new_capability() -> str:
+    """An unguessable path key (144 random bits, URL-safe)."""
+    return secrets.token_urlsafe(18)
+
+
+REFUSALS_KEPT = 1000
+ATTRIBUTIONS_PER_S = 5.0
+ATTRIBUTION_BURST = 50
+
+
 class Host:
     """Many tasks, many concurrent trials, one process."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, LoadedTask] = {}
         self.trials: dict[str, Trial] = {}
+        self.by_capability: dict[str, Trial] = {}
+        self.refusals: deque[dict[str, Any]] = deque(maxlen=REFUSALS_KEPT)
+        """Every refused request (the most recent ones), attributed to a trial where possible."""
+        self.attribute: Callable[[str | None], str | None] | None = None
+        """Optional: the trial id a refused request's client (``"ip:port"``) belongs to, for a
+        request that names no trial of its own (e.g. a sandbox peer lookup). Blocking: the faces
+        run it in a worker thread, rate-limited by :meth:`attribution_allowed`."""
+        self._tokens = float(ATTRIBUTION_BURST)
+        self._refilled = time.monotonic()
 
     def add_task(
         self, spec: TaskSpec, source: str = "<spec>", profile: ServiceProfile | None = None
@@ -349,16 +383,55 @@ class Host:
         trial_id: str | None = None,
         faults: FaultPlan | None = None,
         now: datetime | None = None,
+        *,
+        capability: str | None = None,
     ) -> Trial:
+        """Open a trial; ``capability`` (default: a fresh secret) is its agent-facing path key;
+        ``now`` freezes a Claw-Eval-profile trial's clock (a recorded one replays).
+
+        A fixed ``capability`` is for single-trial deployments whose agent already knows the path
+        (Harbor's ``/t/default``); it must not collide with another trial's id or capability.
+        """
         task = self.tasks.get(task_id)
         if task is None:
             raise KeyError(f"unknown task {task_id!r}")
         tid = trial_id or uuid.uuid4().hex[:12]
         if tid in self.trials:
             raise KeyError(f"trial {tid!r} already exists")
-        trial = Trial(task, tid, faults, now)
+        if capability is not None and (capability in self.by_capability or capability in self.trials):
+            raise KeyError(f"capability {capability!r} is already in use")
+        trial = Trial(task, tid, faults, now, capability)
         self.trials[tid] = trial
+        self.by_capability[trial.capability] = trial
         return trial
 
     def close_trial(self, trial_id: str) -> None:
-        self.trials.pop(trial_id, None)
+        trial = self.trials.pop(trial_id, None)
+        if trial is not None:
+            self.by_capability.pop(trial.capability, None)
+
+    def refuse(self, entry: dict[str, Any], trial: Trial | None = None) -> None:
+        """Record a refused request on the host and, when attributable, on the trial it came from.
+
+        A trial keeps at most :data:`REFUSALS_KEPT` refusals (then counts the rest in the last
+        entry's ``"more"``), so a flood cannot grow a record without bound.
+        """
+        self.refusals.append(entry)
+        if trial is None or self.trials.get(trial.id) is not trial:
+            return
+        if len(trial.refusals) < REFUSALS_KEPT:
+            trial.refusals.append(entry)
+        else:
+            last = trial.refusals[-1] = dict(trial.refusals[-1])
+            last["more"] = int(last.get("more", 0)) + 1
+
+    def attribution_allowed(self) -> bool:
+        """Token bucket for :attr:`attribute` lookups (each scans ``/proc``): a flood of refused
+        requests is still recorded, but only the first few per second are attributed."""
+        now = time.monotonic()
+        self._tokens = min(ATTRIBUTION_BURST, self._tokens + (now - self._refilled) * ATTRIBUTIONS_PER_S)
+        self._refilled = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True

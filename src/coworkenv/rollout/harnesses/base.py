@@ -4,7 +4,9 @@ Contract: :meth:`Harness.run` drives one agent episode to its end inside the san
 a :class:`HarnessContext` (fresh workspace and HOME, the task's trial, the rollout's proxy base
 URL, the trial's MCP endpoint, a wall-clock budget) and returns a :class:`HarnessResult`. It talks
 to the model **only** through ``ctx.proxy_url`` (so every call is captured), and to the services
-only through the task's tools (MCP for black-box CLIs, :meth:`Trial.call` for the white-box loop).
+only through the task's tools (MCP for black-box CLIs, :meth:`Trial.call` for the white-box loop);
+every process it starts runs in ``ctx.jail``, which sees the workspace, HOME and the harness
+installation but nothing that grades the rollout.
 
 A harness raises :class:`HarnessNotInstalled` when its binary is missing (a start failure, with
 the fix in the message) and :class:`HarnessInfraError` for failures that are not the policy's
@@ -21,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from coworkenv.errors import CoworkError
 from coworkenv.proxy.messages import Message
+from coworkenv.rollout.isolation import Jail
 from coworkenv.rollout.record import FailureKind
 from coworkenv.services.trial import Trial
 from coworkenv.spec import TaskSpec
@@ -58,6 +61,9 @@ class HarnessContext:
     """Base environment for child processes (HOME, PATH, the sandbox marker, ...)."""
     log_dir: Path | None = None
     """Where a harness may leave stdout/stderr logs (inside the sandbox)."""
+    jail: Jail | None = None
+    """The rollout's jail: every child process a harness starts runs inside it
+    (:func:`coworkenv.rollout.sandbox.run_process` with ``jail=ctx.jail``)."""
 
     @property
     def openai_base_url(self) -> str:

@@ -5,7 +5,8 @@ lives at ``$COWORKENV_HARNESS_DIR/<package>@<version>/node_modules/.bin/<bin>`` 
 ``~/.cache/coworkenv/harnesses``, filled by ``scripts/install_harnesses.sh``).
 :meth:`check_installed` raises :class:`HarnessNotInstalled` with the install command.
 :meth:`run` writes the harness's config files into the sandbox HOME (:meth:`prepare`), starts the
-CLI unmodified with the task as its prompt, in its own process group, stdin ``/dev/null``, and a
+CLI unmodified with the task as its prompt, in its own process group inside the rollout's jail
+(its installation and Node.js read-only, :meth:`runtime_paths`), stdin ``/dev/null``, and a
 wall-clock limit (:func:`coworkenv.rollout.sandbox.run_process`), then extracts the final answer
 from its stdout (:meth:`final_answer`; empty → the sandbox falls back to the last captured model
 reply). Subclasses only describe the CLI (:meth:`prepare` is abstract); :class:`ResultEventHarness`
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -67,6 +69,14 @@ class NpmCliHarness(ABC):
 
     def binary(self) -> Path:
         return self.install_dir() / "node_modules" / ".bin" / self.binary_name
+
+    def runtime_paths(self) -> list[Path]:
+        """What the CLI needs to run, read-only in the jail: its installation and Node.js."""
+        paths = [self.install_dir()]
+        node = shutil.which("node")
+        if node is not None:
+            paths.append(Path(os.path.realpath(node)).parent.parent)  # <prefix>/bin/node
+        return paths
 
     def check_installed(self) -> None:
         path = self.binary()
@@ -117,6 +127,9 @@ class NpmCliHarness(ABC):
                 timeout_s=max(0.1, deadline - time.monotonic()),
                 log_dir=logs,
                 name=f"{self.name}-{rounds}" if rounds else self.name,
+                jail=ctx.jail,
+                ro_paths=self.runtime_paths(),
+                endpoints=[ctx.proxy_url, ctx.mcp_url],
             )
             rounds += 1
             answer = "" if res.timed_out else self.final_answer(res.stdout, ctx)

@@ -78,8 +78,11 @@ def locked_app(spec_path: str, token: str) -> ASGIApp:
     spec = load_spec(__import__("pathlib").Path(spec_path))
     host = Host()
     host.add_task(spec, spec_path)
-    trial = host.open_trial(spec.id, TRIAL_ID)
-    return TokenGuard(create_app(host, default_trial=trial.id), token)
+    # the agent's container knows /t/default: here the trial's capability is its id, and the
+    # services' own operator token (the verifier's) guards the grading routes as TokenGuard does
+    trial = host.open_trial(spec.id, TRIAL_ID, capability=TRIAL_ID)
+    guard = TokenGuard(create_app(host, default_trial=trial.id, operator_token=token), token)
+    return guard
 
 
 def main(argv: Sequence[str] | None = None) -> None:
