@@ -53,7 +53,9 @@ def _client(task_dir: str, now: datetime | None = None) -> tuple[TestClient, Hos
     host = Host()
     host.add_task(spec)
     host.open_trial(spec.id, "t", now=now)
-    return TestClient(create_app(host, default_trial="t", mcp=False)), host
+    # Claw-Eval's grader reads the root audit routes without a token (serve --claw-eval-compat)
+    app = create_app(host, default_trial="t", mcp=False, open_compat_grading=True)
+    return TestClient(app), host
 
 
 # ---------------------------------------------------------------- the differential run
@@ -190,7 +192,7 @@ def test_injected_faults_answer_with_claw_eval_bodies() -> None:
     host = Host()
     host.add_task(spec)
     plan = FaultPlan(rate=1.0, rate_limit=1.0, server_error=0.0, latency=0.0)
-    client = TestClient(create_app(host, default_trial="f", mcp=False))
+    client = TestClient(create_app(host, default_trial="f", mcp=False, open_compat_grading=True))
     host.open_trial(spec.id, "f", faults=plan)
     resp = client.post("/gmail/messages", json={})
     assert resp.status_code == 429
@@ -204,7 +206,8 @@ def test_post_trials_takes_the_recorded_now_to_replay() -> None:
     spec, _ = import_task(tasks / "T004_calendar_scheduling")
     host = Host()
     host.add_task(spec)
-    client = TestClient(create_app(host, mcp=False))
+    app = create_app(host, mcp=False)
+    client = TestClient(app, headers={"Authorization": f"Bearer {app.state.operator_token}"})
     bodies = []
     for tid in ("a", "b"):
         made = client.post(
@@ -213,7 +216,8 @@ def test_post_trials_takes_the_recorded_now_to_replay() -> None:
         assert made.status_code == 201
         assert made.json()["profile"] == "claw-eval"
         assert made.json()["now"] == "2026-07-01T08:00:00+00:00"
-        bodies.append(client.post(f"/t/{tid}/calendar/events", json={"date": "2026-07-02", "days": 7}).json())
+        prefix = made.json()["prefix"]  # the trial's capability URL
+        bodies.append(client.post(f"{prefix}/calendar/events", json={"date": "2026-07-02", "days": 7}).json())
     assert bodies[0] == bodies[1]
     assert bodies[0]["events"]  # Claw-Eval's rule: the earliest event is the day after now
     bad = client.post("/trials", json={"task_id": spec.id, "now": "yesterday"})

@@ -338,6 +338,8 @@ class Sides:
         self.host = Host()
         app = create_app(self.host, default_trial="parity", mcp=False)
         self.client = TestClient(app, raise_server_exceptions=False)
+        # tool calls go as an agent's would (no token); the audit is the grader's, with the token
+        self._operator = {"Authorization": f"Bearer {app.state.operator_token}"}
 
     def tasks(self, failed: dict[str, str]) -> Iterator[TaskSides]:
         """Each task, both sides reset to its fixtures; a task that fails to set up goes to ``failed``."""
@@ -364,7 +366,7 @@ class Sides:
         return resp.status_code, _body(resp)
 
     def our_audit(self, service: str) -> Any:
-        return _body(self.client.get(f"/{service}/audit"))
+        return _body(self.client.get(f"/{service}/audit", headers=self._operator))
 
 
 def run(
