@@ -13,7 +13,9 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
 * a harness that ends without any model call reaching the proxy → ``http_error`` (it could not
   reach its endpoint, or talked to something else);
 * otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
-  final answer, the final state and the workspace.
+  final answer, the final state and the workspace — by our grader, or an imported Claw-Eval task's
+  own ``grader.py`` (:mod:`coworkenv.rollout.reward`; ``graded_by`` says which); a grader that
+  fails on our side → ``infra_failure`` / ``grader_error``, never a 0 reward.
 
 Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
 redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
@@ -29,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from coworkenv.grading.grader import Episode, Judge, grade
+from coworkenv.claweval.worker import GraderPool
+from coworkenv.grading.grader import Episode, Judge
 from coworkenv.proxy.backends.base import Backend
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.messages import AssistantTurn, Message
@@ -40,7 +43,8 @@ from coworkenv.rollout.harnesses.base import (
     HarnessNotInstalled,
     HarnessResult,
 )
-from coworkenv.rollout.record import FailureKind, FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
+from coworkenv.rollout.record import FailureKind, FailureLabel, RolloutRecord, ToolCallRecord
+from coworkenv.rollout.reward import grade_rollout
 from coworkenv.rollout.sandbox import Sandbox
 from coworkenv.services.trial import Host, Trial
 from coworkenv.spec import TaskSpec
@@ -89,6 +93,9 @@ class RunContext:
     judge: Judge | None = None
     """Grades ``llm_judge`` checks (see :func:`coworkenv.grading.judge.judge_from_env`); ``None``:
     they are reported not run."""
+    graders: GraderPool | None = None
+    """Claw-Eval grader children: imported Claw-Eval tasks are rewarded by their own ``grader.py``
+    (see :mod:`coworkenv.rollout.reward`); ``None``: every task is graded our way."""
 
 
 @dataclass(frozen=True)
@@ -301,19 +308,6 @@ async def _finish(  # noqa: PLR0917
         workspace=box.workspace,
         transcript=transcript(messages),
     )
-    graded = await asyncio.to_thread(grade, base.job.task, episode, rc.judge)
-    rewards = None
-    if graded.reward is not None and graded.completion is not None:
-        rewards = RewardParts(
-            reward=graded.reward,
-            completion=graded.completion,
-            safety=graded.safety,
-            robustness=graded.robustness,
-        )
-    return RolloutRecord(
-        **common,
-        status="ok",
-        timed_out=result.timed_out,
-        grade=graded.model_dump(mode="json"),
-        rewards=rewards,
-    )
+    record = RolloutRecord(**common, status="ok", timed_out=result.timed_out)
+    graded = await asyncio.to_thread(grade_rollout, trial.task, record, episode, rc.judge, rc.graders)
+    return record.model_copy(update=graded.update())
