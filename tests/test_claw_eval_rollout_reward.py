@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from coworkenv.claweval import grade as grade_mod
 from coworkenv.claweval import worker
 from coworkenv.claweval.grade import grade_records, package_path
 from coworkenv.claweval.worker import GraderPool
+from coworkenv.eval.cli import claw_eval_metrics
 from coworkenv.eval.metrics import summarize
 from coworkenv.importers.claw_eval import import_task
 from coworkenv.proxy.backends.scripted import ScriptedBackend
@@ -127,7 +129,9 @@ def test_the_rollout_reward_is_claw_evals_not_ours(tmp_path: Path, monkeypatch: 
     assert abs(ours.rewards.reward - theirs.rewards.reward) > 0.1
 
 
-def test_a_raising_grader_labels_the_rollout_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_raising_grader_labels_the_rollout_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tasks = _require()
     good = _spec(tasks / TRIAGE)
     broken = _spec(_copy_with_grader(tmp_path, "raise RuntimeError('boom in grader')\n"))
@@ -148,6 +152,18 @@ def test_a_raising_grader_labels_the_rollout_and_the_run_goes_on(tmp_path: Path)
     assert ok.graded_by.grader == "claw_eval"
     stats = summarize(summary.records)
     assert stats.infra_failures == {"grader_error": 1}  # apart, not in any mean
+
+    # eval's Claw-Eval metrics take the grades the rollouts got (no second grading, no judge call)
+    def regrade(items: list[object], **_: object) -> list[object]:
+        assert not items, "a rollout already graded by its grader.py was graded again"
+        return []
+
+    monkeypatch.setattr(grade_mod, "grade_records", regrade)
+    claw = claw_eval_metrics(summary.records, [broken, good], None)
+    assert claw.tasks == 1
+    assert claw.avg_score == pytest.approx(ok.rewards.reward if ok.rewards else -1)
+    assert list(claw.errors) == [bad.rollout_id]
+    assert "boom in grader" in claw.errors[bad.rollout_id]
 
 
 def test_a_missing_grader_labels_the_rollout(tmp_path: Path) -> None:

@@ -146,6 +146,30 @@ def from_result(task: LoadedTask, record: RolloutRecord, raw: dict[str, Any], mo
     )
 
 
+def recorded(record: RolloutRecord) -> ClawGrade | None:
+    """The Claw-Eval grade a rollout already got when it ran (its reward; see
+    :mod:`coworkenv.rollout.reward`), a ``grader_error`` label as an ``error``, else None (graded
+    our way, or recorded before rollouts were graded by Claw-Eval: grade it now)."""
+    base = {"rollout_id": record.rollout_id, "task_id": record.task_id}
+    if record.failure is not None and record.failure.kind == "grader_error":
+        return ClawGrade(**base, status="error", reason=record.failure.detail)
+    by, g = record.graded_by, record.grade
+    if record.status != "ok" or by is None or by.grader != "claw_eval" or g is None:
+        return None
+    return ClawGrade(
+        **base,
+        status="graded",
+        completion=g.get("completion"),
+        robustness=g.get("robustness"),
+        communication=g.get("communication"),
+        safety=g.get("safety"),
+        task_score=g.get("reward"),
+        passed=g.get("passed"),
+        judge="not_run" if by.judge == "unused" else by.judge,
+        judge_calls=by.judge_calls,
+    )
+
+
 def grade_records(
     items: Sequence[tuple[LoadedTask, RolloutRecord]],
     *,
