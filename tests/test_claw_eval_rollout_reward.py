@@ -217,3 +217,38 @@ def test_a_grader_that_hangs_is_timed_out_and_labelled(tmp_path: Path) -> None:
         pool.close()
     assert g.status == "error"
     assert "timed out" in g.reason
+
+
+def test_the_rollout_reward_uses_our_judge_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With COWORKENV_JUDGE_* set, the grader's judge calls reach our endpoint and count in the reward."""
+    from fastapi import FastAPI
+
+    from coworkenv.serve.http import background_server
+
+    tasks = _require()
+    spec = _spec(tasks / TRIAGE)
+    seen: list[str] = []
+    labels = {"msg_001": "needs reply", "msg_002": "needs reply", "msg_003": "FYI", "msg_004": "spam"}
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    def complete(body: dict[str, object]) -> dict[str, object]:
+        seen.append(str(body.get("model")))
+        message = {"role": "assistant", "content": json.dumps(labels)}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+
+    (offline,) = run_rollouts([spec], ["loop"], 1, _backend, tmp_path / "offline", 1).records
+    with background_server(app) as url:
+        monkeypatch.setenv("COWORKENV_JUDGE_BASE_URL", f"{url}/v1")
+        monkeypatch.setenv("COWORKENV_JUDGE_MODEL", "our-judge")
+        monkeypatch.setenv("COWORKENV_JUDGE_API_KEY", "k")
+        (judged,) = run_rollouts([spec], ["loop"], 1, _backend, tmp_path / "judged", 1).records
+    assert judged.status == "ok", judged.failure
+    assert judged.graded_by is not None
+    assert (judged.graded_by.grader, judged.graded_by.judge) == ("claw_eval", "run")
+    assert seen
+    assert set(seen) == {"our-judge"}
+    assert judged.rewards is not None
+    assert offline.rewards is not None
+    assert judged.rewards.reward > offline.rewards.reward

@@ -85,7 +85,8 @@ def _claw(task: LoadedTask, record: RolloutRecord, graders: GraderPool) -> Rollo
             graded_by=GradedBy(grader="claw_eval", note=g.reason),
             failure=FailureLabel(kind="grader_error", detail=f"Claw-Eval grader: {g.reason}"[:500]),
         )
-    judge: JudgeStatus = "unused" if g.judge_calls == 0 else g.judge
+    # a judge model's calls are counted only where Claw-Eval logs them: with one, say ``run``
+    judge: JudgeStatus = g.judge if g.judge == "run" or g.judge_calls else "unused"
     completion, safety, robustness = g.completion or 0.0, g.safety or 0.0, g.robustness or 0.0
     note = "graded by the task's own grader.py (Claw-Eval's package)"
     if judge == "not_run":
