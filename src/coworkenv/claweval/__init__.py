@@ -3,6 +3,8 @@
 Modules: :mod:`~coworkenv.claweval.upstream` (Claw-Eval's mock services from a checkout),
 :mod:`~coworkenv.claweval.differential` (the same requests to both), :mod:`~coworkenv.claweval.trace`
 (our rollout record as a Claw-Eval trace), :mod:`~coworkenv.claweval.grade` (each task's own
-``grader.py``), :mod:`~coworkenv.claweval.metrics` (Claw-Eval's own metrics). Nothing here imports
-Claw-Eval: it runs in a child process (:mod:`~coworkenv.claweval._child`) or as HTTP apps.
+``grader.py``), :mod:`~coworkenv.claweval.worker` (warm grader children that reward rollouts as
+they finish; :mod:`coworkenv.rollout.reward`), :mod:`~coworkenv.claweval.metrics` (Claw-Eval's
+own metrics). Nothing here imports Claw-Eval: it runs in a child process
+(:mod:`~coworkenv.claweval._child`) or as HTTP apps.
 """

@@ -1,5 +1,10 @@
 """Run Claw-Eval graders (child process): jobs as JSON on stdin, results as JSON on stdout.
 
+Two modes: a batch (``python -m coworkenv.claweval._child``: one JSON list of jobs on stdin, the
+list of results after a marker line on stdout) and a long-lived server (``... _child --serve``: one
+job per stdin line, one result per stdout line, in order, until stdin closes; whatever graders
+print goes to stderr, so stdout carries results only).
+
 Contract: each job ``{trace, task_yaml, tasks_dir, judge}`` is graded the way ``claw-eval grade``
 grades a trace — ``load_trace``, ``TaskDefinition.from_yaml``, ``get_grader``, ``grade`` (optional
 parameters only when the grader takes them), ``compute_task_score``, ``is_pass`` — with Claw-Eval's
@@ -107,20 +112,47 @@ def grade_one(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    jobs = json.load(sys.stdin)
+def grade_safely(job: dict[str, Any]) -> dict[str, Any]:
+    """:func:`grade_one`, with a raising grader (or a bad job) as an ``error`` result."""
     real_sleep = time.sleep
-    out = []
-    for job in jobs:
-        offline = job["judge"].get("kind") != "endpoint"
-        time.sleep = (lambda _s: None) if offline else real_sleep
+    offline = job.get("judge", {}).get("kind") != "endpoint"
+    time.sleep = (lambda _s: None) if offline else real_sleep
+    try:
+        return grade_one(job)
+    except Exception as exc:  # reported per job; the others still grade
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return {"status": "error", "reason": f"grader raised {last}"}
+    finally:
+        time.sleep = real_sleep
+
+
+def serve() -> None:
+    """One job per stdin line → one result per stdout line, until stdin closes."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # graders' prints must not interleave with results
+    import claw_eval.graders.registry  # noqa: F401 - warm the imports before the first job
+
+    out.write(json.dumps({"status": "ready"}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
         try:
-            out.append(grade_one(job))
-        except Exception as exc:  # reported per job; the others still grade
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            out.append({"status": "error", "reason": f"grader raised {last}"})
-        finally:
-            time.sleep = real_sleep
+            job = json.loads(line)
+        except json.JSONDecodeError as exc:
+            result: dict[str, Any] = {"status": "error", "reason": f"unreadable job: {exc}"}
+        else:
+            result = grade_safely(job)
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+
+
+def main() -> None:
+    if "--serve" in sys.argv[1:]:
+        serve()
+        return
+    jobs = json.load(sys.stdin)
+    out = [grade_safely(job) for job in jobs]
     sys.stdout.write("\n@@COWORKENV-RESULTS@@\n" + json.dumps(out) + "\n")
 
 

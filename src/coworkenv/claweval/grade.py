@@ -89,6 +89,87 @@ def find_task_dir(imported_from: str, task_id: str, checkout: Path | None) -> Pa
     return candidates[0]
 
 
+def judge_mode(judge: dict[str, Any]) -> JudgeMode:
+    """How a job's judge answers: ``run`` (our endpoint), ``fixed`` (tests), else ``not_run``."""
+    kind = judge.get("kind", "")
+    return "run" if kind == "endpoint" else "fixed" if kind == "fixed" else "not_run"
+
+
+def prepare(
+    task: LoadedTask,
+    record: RolloutRecord,
+    *,
+    where: str | None,
+    checkout: Path | None,
+    judge: dict[str, Any],
+) -> dict[str, Any] | ClawGrade:
+    """The child's job for (task, record), or the result already known without grading: not an
+    imported task / no ``grader.py`` (``error``), no Claw-Eval package (``not_claw_eval``)."""
+    origin = task.spec.claw_eval
+    base = {"rollout_id": record.rollout_id, "task_id": task.spec.id}
+    if origin is None or not origin.task_dir:
+        why = "not an imported Claw-Eval task (no claw_eval origin)"
+        return ClawGrade(**base, status="error", reason=why)
+    task_dir = find_task_dir(origin.task_dir, task.spec.id, checkout)
+    if not (task_dir / "grader.py").is_file():
+        return ClawGrade(**base, status="error", reason=f"no grader.py in {task_dir}")
+    if where is None:
+        return ClawGrade(
+            **base,
+            status="not_claw_eval",
+            reason="Claw-Eval's package not found (install it or pass a checkout): graded our way",
+        )
+    return {
+        "trace": to_trace_events(record, task),
+        "task_yaml": str(task_dir / "task.yaml"),
+        "tasks_dir": str(task_dir.parent),
+        "judge": judge,
+    }
+
+
+def from_result(task: LoadedTask, record: RolloutRecord, raw: dict[str, Any], mode: JudgeMode) -> ClawGrade:
+    """The child's answer for (task, record) as a :class:`ClawGrade`."""
+    base = {"rollout_id": record.rollout_id, "task_id": task.spec.id, "judge": mode}
+    if raw.get("status") != "graded":
+        return ClawGrade(**base, status="error", reason=str(raw.get("reason", "grader failed")))
+    s = raw["scores"]
+    return ClawGrade(
+        **base,
+        status="graded",
+        completion=s["completion"],
+        robustness=s["robustness"],
+        communication=s["communication"],
+        safety=s["safety"],
+        task_score=raw["task_score"],
+        passed=raw["passed"],
+        judge_calls=int(raw.get("judge_calls", 0)),
+    )
+
+
+def recorded(record: RolloutRecord) -> ClawGrade | None:
+    """The Claw-Eval grade a rollout already got when it ran (its reward; see
+    :mod:`coworkenv.rollout.reward`), a ``grader_error`` label as an ``error``, else None (graded
+    our way, or recorded before rollouts were graded by Claw-Eval: grade it now)."""
+    base = {"rollout_id": record.rollout_id, "task_id": record.task_id}
+    if record.failure is not None and record.failure.kind == "grader_error":
+        return ClawGrade(**base, status="error", reason=record.failure.detail)
+    by, g = record.graded_by, record.grade
+    if record.status != "ok" or by is None or by.grader != "claw_eval" or g is None:
+        return None
+    return ClawGrade(
+        **base,
+        status="graded",
+        completion=g.get("completion"),
+        robustness=g.get("robustness"),
+        communication=g.get("communication"),
+        safety=g.get("safety"),
+        task_score=g.get("reward"),
+        passed=g.get("passed"),
+        judge="not_run" if by.judge == "unused" else by.judge,
+        judge_calls=by.judge_calls,
+    )
+
+
 def grade_records(
     items: Sequence[tuple[LoadedTask, RolloutRecord]],
     *,
@@ -98,59 +179,30 @@ def grade_records(
 ) -> list[ClawGrade]:
     """Grade each (task, record) with the task's ``grader.py``; one result per item, in order."""
     judge = judge if judge is not None else judge_settings()
-    mode: JudgeMode = {"endpoint": "run", "fixed": "fixed"}.get(judge.get("kind", ""), "not_run")  # type: ignore[assignment]
     where = package_path(checkout)
     results: list[ClawGrade | None] = [None] * len(items)
     jobs: list[dict[str, Any]] = []
     slots: list[int] = []
     for i, (task, record) in enumerate(items):
-        origin = task.spec.claw_eval
-        base = {"rollout_id": record.rollout_id, "task_id": task.spec.id}
-        if origin is None or not origin.task_dir:
-            results[i] = ClawGrade(
-                **base, status="error", reason="not an imported Claw-Eval task (no claw_eval origin)"
-            )
+        job = prepare(task, record, where=where, checkout=checkout, judge=judge)
+        if isinstance(job, ClawGrade):
+            results[i] = job
             continue
-        task_dir = find_task_dir(origin.task_dir, task.spec.id, checkout)
-        if not (task_dir / "grader.py").is_file():
-            results[i] = ClawGrade(**base, status="error", reason=f"no grader.py in {task_dir}")
-            continue
-        if where is None:
-            results[i] = ClawGrade(
-                **base,
-                status="not_claw_eval",
-                reason="Claw-Eval's package not found (install it or pass a checkout): graded our way",
-            )
-            continue
-        jobs.append(
-            {
-                "trace": to_trace_events(record, task),
-                "task_yaml": str(task_dir / "task.yaml"),
-                "tasks_dir": str(task_dir.parent),
-                "judge": judge,
-            }
-        )
+        jobs.append(job)
         slots.append(i)
     if jobs:
         for i, raw in zip(slots, _run_child(jobs, where or "", timeout_s), strict=True):
-            task, record = items[i]
-            base = {"rollout_id": record.rollout_id, "task_id": task.spec.id, "judge": mode}
-            if raw.get("status") != "graded":
-                results[i] = ClawGrade(**base, status="error", reason=str(raw.get("reason", "grader failed")))
-                continue
-            s = raw["scores"]
-            results[i] = ClawGrade(
-                **base,
-                status="graded",
-                completion=s["completion"],
-                robustness=s["robustness"],
-                communication=s["communication"],
-                safety=s["safety"],
-                task_score=raw["task_score"],
-                passed=raw["passed"],
-                judge_calls=int(raw.get("judge_calls", 0)),
-            )
+            results[i] = from_result(*items[i], raw, judge_mode(judge))
     return [r for r in results if r is not None]
+
+
+def child_env(src: str) -> dict[str, str]:
+    """The environment of a grader child: ours, with the checkout's ``src`` first on its path."""
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("OPENAI_API_KEY", "unused")
+    return env
 
 
 def grade_traces(
@@ -165,10 +217,7 @@ def grade_traces(
 
 
 def _run_child(jobs: list[dict[str, Any]], src: str, timeout_s: float) -> list[dict[str, Any]]:
-    env = dict(os.environ)
-    if src:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    env.setdefault("OPENAI_API_KEY", "unused")
+    env = child_env(src)
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "coworkenv.claweval._child"],

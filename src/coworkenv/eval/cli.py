@@ -10,7 +10,10 @@
   (resumable), then the same summary.
 * Rollouts of imported Claw-Eval tasks also get Claw-Eval's own metrics (Score, Pass@k, Pass^k from
   each task's ``grader.py``; :mod:`coworkenv.claweval.metrics`) beside ours; recorded rollouts name
-  their tasks with ``--tasks``; ``--claw-eval CHECKOUT`` says whose package grades them.
+  their tasks with ``--tasks``; ``--claw-eval CHECKOUT`` says whose package grades them. A rollout
+  already rewarded by its grader.py when it ran (``graded_by.grader == "claw_eval"``) keeps that
+  grade (no second judge call); a ``grader_error`` one is listed as not graded; the others are
+  graded now.
 """
 
 from __future__ import annotations
@@ -124,18 +127,21 @@ def gather(  # noqa: PLR0917 - the eval command's options, passed through
 
 
 def claw_eval_metrics(records: list[Any], specs: list[Any], checkout: Path | None) -> Any:
-    """Claw-Eval's metrics of the rollouts of imported Claw-Eval tasks (their own graders), or None."""
-    from coworkenv.claweval.grade import grade_records
+    """Claw-Eval's metrics of the rollouts of imported Claw-Eval tasks (their own graders), or None:
+    the grade recorded when a rollout ran (:func:`~coworkenv.claweval.grade.recorded`), else now."""
+    from coworkenv.claweval.grade import grade_records, recorded
     from coworkenv.claweval.metrics import summarize_claw_eval
     from coworkenv.services.trial import load_task
 
     by_id = {sp.id: sp for sp in specs if sp.claw_eval is not None}
-    mine = [r for r in records if r.status == "ok" and r.task_id in by_id]
-    if not mine:
+    mine = [r for r in records if r.task_id in by_id]
+    known = {r.rollout_id: g for r in mine if (g := recorded(r)) is not None}
+    todo = [r for r in mine if r.status == "ok" and r.rollout_id not in known]
+    if not known and not todo:
         return None
     loaded = {tid: load_task(sp) for tid, sp in by_id.items()}
-    grades = grade_records([(loaded[r.task_id], r) for r in mine], checkout=checkout)
-    return summarize_claw_eval(grades)
+    grades = grade_records([(loaded[r.task_id], r) for r in todo], checkout=checkout)
+    return summarize_claw_eval([*known.values(), *grades])
 
 
 def claw_eval_table(c: Any) -> Any:

@@ -13,7 +13,9 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
 * a harness that ends without any model call reaching the proxy → ``http_error`` (it could not
   reach its endpoint, or talked to something else);
 * otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
-  final answer, the final state and the workspace.
+  final answer, the final state and the workspace — by our grader, or an imported Claw-Eval task's
+  own ``grader.py`` (:mod:`coworkenv.rollout.reward`; ``graded_by`` says which); a grader that
+  fails on our side → ``infra_failure`` / ``grader_error``, never a 0 reward.
 
 Every harness process runs in the sandbox's jail (:mod:`coworkenv.rollout.isolation`; a jail that
 is required but cannot start is a ``start_failure``); the harness reaches the services only by the
@@ -36,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from coworkenv.grading.grader import Episode, Judge, grade
+from coworkenv.claweval.worker import GraderPool
+from coworkenv.grading.grader import Episode, Judge
 from coworkenv.proxy.backends.base import Backend
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.messages import AssistantTurn, Message
@@ -48,7 +51,8 @@ from coworkenv.rollout.harnesses.base import (
     HarnessResult,
 )
 from coworkenv.rollout.isolation import Isolation
-from coworkenv.rollout.record import FailureKind, FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
+from coworkenv.rollout.record import FailureKind, FailureLabel, RolloutRecord, ToolCallRecord
+from coworkenv.rollout.reward import grade_rollout
 from coworkenv.rollout.sandbox import Sandbox
 from coworkenv.services.trial import Host, Trial
 from coworkenv.spec import TaskSpec
@@ -99,6 +103,9 @@ class RunContext:
     they are reported not run."""
     isolation: Isolation = field(default_factory=Isolation.from_env)
     """How harness processes are jailed (``$COWORKENV_ISOLATION``, default limits)."""
+    graders: GraderPool | None = None
+    """Claw-Eval grader children: imported Claw-Eval tasks are rewarded by their own ``grader.py``
+    (see :mod:`coworkenv.rollout.reward`); ``None``: every task is graded our way."""
 
 
 @dataclass(frozen=True)
@@ -329,19 +336,6 @@ async def _finish(  # noqa: PLR0917
         transcript=transcript(messages),
         run_command=verify,
     )
-    graded = await asyncio.to_thread(grade, base.job.task, episode, rc.judge)
-    rewards = None
-    if graded.reward is not None and graded.completion is not None:
-        rewards = RewardParts(
-            reward=graded.reward,
-            completion=graded.completion,
-            safety=graded.safety,
-            robustness=graded.robustness,
-        )
-    return RolloutRecord(
-        **common,
-        status="ok",
-        timed_out=result.timed_out,
-        grade=graded.model_dump(mode="json"),
-        rewards=rewards,
-    )
+    record = RolloutRecord(**common, status="ok", timed_out=result.timed_out)
+    graded = await asyncio.to_thread(grade_rollout, trial.task, record, episode, rc.judge, rc.graders)
+    return record.model_copy(update=graded.update())

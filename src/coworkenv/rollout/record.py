@@ -2,6 +2,9 @@
 
 Contract: ``status == "ok"`` rollouts carry a ``grade``; ``status == "infra_failure"`` rollouts carry a
 ``failure`` label and **no** grade — they are excluded from scores and advantages, never scored 0.
+``graded_by`` names the grader that produced ``grade``/``rewards`` (ours, or an imported Claw-Eval
+task's own ``grader.py``) and what its judge did; a grader that failed on our side labels the
+rollout ``grader_error`` (see :mod:`coworkenv.rollout.reward`).
 ``messages`` is the final conversation in normalized form (system, user, assistant with structured
 tool calls, tool results), the input of curation. Captured model calls live in
 ``calls/<rollout_id>.calls.jsonl`` next to ``rollouts.jsonl`` (or directly beside it; see
@@ -28,6 +31,7 @@ FailureKind = Literal[
     "timeout_before_call",  # wall clock ran out before any model call
     "upstream_error",  # the model backend failed (BackendError)
     "interrupted",  # cancelled (Ctrl-C, shutdown)
+    "grader_error",  # the task's grader is missing or failed (ours to fix, not the policy's)
 ]
 
 
@@ -57,6 +61,24 @@ class RewardParts(BaseModel):
     completion: float
     safety: float
     robustness: float
+
+
+JudgeStatus = Literal["run", "not_run", "fixed", "unused"]
+"""``run``: a judge model answered; ``not_run``: the grader wanted a judge and none was configured
+(its parts scored nothing); ``fixed``: a stub answered (tests); ``unused``: the grader asked none."""
+
+
+class GradedBy(BaseModel):
+    """Which grader produced a rollout's grade and reward."""
+
+    model_config = ConfigDict(frozen=True)
+
+    grader: Literal["coworkenv", "claw_eval"]
+    """``claw_eval``: the imported task's own ``grader.py`` through Claw-Eval's package."""
+    judge: JudgeStatus = "unused"
+    judge_calls: int = 0
+    note: str = ""
+    """Why this grader (e.g. an imported task graded our way: its score is not Claw-Eval's)."""
 
 
 class RolloutRecord(BaseModel):
@@ -90,6 +112,7 @@ class RolloutRecord(BaseModel):
         "the services refused (operator-only routes), jail limits hit (disk quota). Empty for a "
         "rollout that kept to its tools.",
     )
+    graded_by: GradedBy | None = None
     meta: dict[str, Any] = Field(default_factory=dict, description="Harness version, config hash, ...")
 
     @property

@@ -11,6 +11,9 @@ Contract of :func:`run_rollouts` / :func:`run_rollouts_async`:
   cut off first; calls files of rollouts that never got a record (crashed attempts) are moved to
   ``<out>/calls/orphaned/`` — rollout ids are unique per attempt, so nothing is duplicated and
   no finished rollout is lost;
+* imported Claw-Eval tasks are rewarded by their own ``grader.py`` in warm grader children shared
+  by the run (:class:`~coworkenv.claweval.worker.GraderPool`, at most one per concurrent rollout,
+  started on first use, ended with the session); see :mod:`coworkenv.rollout.reward`;
 * ``backend``: a :class:`Backend` shared by all rollouts; ``"reference"`` (each task's reference
   solution, :meth:`ScriptedBackend.from_reference`); any other string goes to
   ``make_backend(spec)``; or a callable ``TaskSpec -> Backend`` for a per-rollout backend.
@@ -35,6 +38,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
+from coworkenv.claweval.worker import GraderPool
 from coworkenv.errors import CoworkError
 from coworkenv.grading.judge import judge_from_env
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
@@ -147,8 +151,10 @@ async def open_session(
     timeout_cap_s: float | None = None,
     keep_sandboxes: bool = False,
     isolation: Isolation | None = None,
+    graders: int = 1,
 ) -> AsyncIterator[RunContext]:
-    """One proxy + one services server in this event loop, and the shared :class:`RunContext`.
+    """One proxy + one services server in this event loop, and the shared :class:`RunContext`
+    (with up to ``graders`` Claw-Eval grader children, started when first needed).
 
     The services' operator token stays in this process (the runner grades in-process); harnesses
     get only their trial's capability URL and run in jails made by ``isolation`` (default:
@@ -161,6 +167,7 @@ async def open_session(
     proxy = (proxy_factory or default_proxy_factory)(default, store)
     host = Host()
     host.attribute = peer_rollout  # trial id == rollout id: a refused sandbox peer is named
+    pool = GraderPool(size=graders)
     try:
         async with serve_app(proxy.app) as proxy_base, serve_app(create_app(host)) as services_base:
             proxied: ProxyLike = proxy
@@ -177,8 +184,10 @@ async def open_session(
                 keep_sandboxes=keep_sandboxes,
                 judge=judge_from_env(),
                 isolation=isolation or Isolation.from_env(),
+                graders=pool,
             )
     finally:
+        await asyncio.to_thread(pool.close)
         shutdown = getattr(proxy, "shutdown", None)
         if callable(shutdown):
             await asyncio.to_thread(shutdown)
@@ -318,6 +327,7 @@ async def run_rollouts_async(  # noqa: PLR0917
             timeout_cap_s=timeout_cap_s,
             keep_sandboxes=keep_sandboxes,
             isolation=isolation,
+            graders=max(1, concurrency),
         ) as rc:
 
             async def one(job: RolloutJob) -> None:
