@@ -107,7 +107,7 @@ def targets(rc: RunContext, out: Path, other: str = "") -> Targets:
         fork_max=500,
         big_mib=32,
         shm_mib=64,
-        fill_mib=160,
+        fill_mib=2048,  # far past the quota: a poller that missed it would let it all land
     )
 
 

@@ -37,7 +37,7 @@ MARKER = "COWORKENV_SANDBOX"
 """Environment variable every sandbox process carries (value: the rollout id)."""
 
 KILL_GRACE_S = 2.0
-QUOTA_POLL_S = 0.5
+QUOTA_POLL_S = 0.1
 _INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
 
 
