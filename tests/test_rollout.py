@@ -70,6 +70,26 @@ def test_loop_reference_completes_tasks_and_captures_every_call(tmp_path: Path) 
     assert not list((tmp_path / "calls").glob("orphaned/*"))
 
 
+def test_unreadable_capture_lines_are_counted_and_named_in_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coworkenv.proxy.capture import CaptureStore
+
+    real = CaptureStore.read
+
+    def torn(self: CaptureStore, rollout_id: str) -> Any:
+        with self.path(rollout_id).open("a") as f:
+            f.write('{"torn": \n')  # a record cut mid-write
+        return real(self, rollout_id)
+
+    monkeypatch.setattr(CaptureStore, "read", torn)
+    (rec,) = run_rollouts([_spec(M1003)], ["loop"], 1, "reference", tmp_path, 1).records
+    assert rec.status == "ok"
+    assert rec.meta["capture_unreadable"] == 1
+    (problem,) = rec.meta["capture_problems"]
+    assert f"{rec.rollout_id}.calls.jsonl:{rec.n_calls + 1}: unreadable capture record" in problem
+
+
 def test_scripted_user_matches_triggers_then_falls_back() -> None:
     sim = _spec(MT01).user_sim
     assert sim is not None

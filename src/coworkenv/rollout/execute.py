@@ -15,6 +15,9 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
 * otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
   final answer, the final state and the workspace.
 
+Capture lines that do not parse are never dropped silently: the record's ``meta`` counts them
+(``capture_unreadable``) and names the first few (``capture_problems``, file:line and error type).
+
 Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
 redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
 and proxy prefix are always released.
@@ -155,7 +158,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         # a harness that timed out or crashed abandoned its call in flight: do not wait long for it
         settle_s = rc.settle_timeout_s if failure is None and not result.timed_out else 1.0
         n_calls = await rc.proxy.settle(rid, timeout_s=settle_s)
-        calls, _problems = rc.store.read(rid)
+        calls = _read_captured(rc, rid, result)
         failure = failure or _label(result, calls, n_calls)
         return await _finish(base, rc, harness, trial, box, result, calls, failure, time.monotonic() - t0)
     finally:
@@ -165,6 +168,16 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
             rc.host.close_trial(trial.id)
         if box is not None:
             box.cleanup(keep=rc.keep_sandboxes)
+
+
+def _read_captured(rc: RunContext, rid: str, result: HarnessResult) -> list[CapturedCall]:
+    """The rollout's captured calls; a line that does not parse is a model call lost to training,
+    so it is counted and named in the record's meta, never dropped silently."""
+    calls, problems = rc.store.read(rid)
+    if problems:
+        result.meta["capture_unreadable"] = len(problems)
+        result.meta["capture_problems"] = problems[:5]
+    return calls
 
 
 def _label(
