@@ -24,7 +24,7 @@ completed requests) at 64 clients, throughput at 64 clients, and p50 latency wit
 latency = p50(side) − p50(direct)). Other work on the machine inflates req/s differences most; the
 load average is recorded at the start of each side.
 
-Run:  .venv/bin/python benchmarks/bench_proxy.py [--litellm /work/bench-venvs/litellm/bin/litellm]
+Run:  .venv/bin/python benchmarks/bench_proxy.py [--litellm PATH]   (or COWORKENV_BENCH_LITELLM=PATH)
       [--seconds 5] [--clients 64] [--latency-n 400] [--sides ours/http,litellm,...] [--quick]
 """
 
@@ -56,7 +56,7 @@ LOCAL = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOKENS = 20
 MASTER_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM refuses to start without one; ours ignore it
-DEFAULT_LITELLM = Path("/work/bench-venvs/litellm/bin/litellm")
+LITELLM_ENV = "COWORKENV_BENCH_LITELLM"  # the litellm CLI in its own venv; no machine default
 BODY = {
     "model": "null-model",
     "stream": True,
@@ -550,7 +550,12 @@ def report(o: argparse.Namespace, results: dict[str, Any], meta: dict[str, Any])
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--litellm", type=Path, default=DEFAULT_LITELLM, help="litellm CLI (its own venv)")
+    ap.add_argument(
+        "--litellm",
+        type=Path,
+        default=Path(os.environ[LITELLM_ENV]) if os.environ.get(LITELLM_ENV) else None,
+        help=f"litellm CLI in its own venv (default ${LITELLM_ENV}; none: the litellm side is skipped)",
+    )
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup-s", dest="warmup_s", type=float, default=1.0)
     ap.add_argument("--clients", type=int, default=64)
@@ -576,8 +581,9 @@ def main() -> None:
     if o.quick:
         o.seconds, o.latency_n, o.warmup_s = 1.0, 100, 0.3
     sides = [s for s in o.sides.split(",") if s]
-    if "litellm" in sides and not o.litellm.exists():
-        print(f"LiteLLM not found at {o.litellm}; skipping it (install litellm[proxy] into its own venv)")
+    if "litellm" in sides and (o.litellm is None or not o.litellm.exists()):
+        where = f"at {o.litellm}" if o.litellm else f"(pass --litellm PATH or set {LITELLM_ENV})"
+        print(f"LiteLLM not found {where}; skipping it (install litellm[proxy] into its own venv)")
         sides.remove("litellm")
     load_at_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))

@@ -49,8 +49,15 @@ from _machine import cpu_model  # benchmarks/_machine.py
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-DEFAULT_CLAW_EVAL = Path("/tmp/claw-eval")
-DEFAULT_LITELLM = Path("/work/bench-venvs/litellm/bin/litellm")
+# The peers live outside the repository and have no default location: a flag, else these variables.
+CLAW_EVAL_ENV = "COWORKENV_BENCH_CLAW_EVAL"  # a Claw-Eval checkout holding mock_services/
+LITELLM_ENV = "COWORKENV_BENCH_LITELLM"  # the litellm CLI in its own venv
+
+
+def _env_path(var: str) -> Path | None:
+    value = os.environ.get(var, "").strip()
+    return Path(value) if value else None
+
 
 PASS, FAIL, INFO = "PASS", "FAIL", "—"
 NO_PEER, NA = "NO PEER", "n/a"
@@ -136,15 +143,27 @@ def rows_services(d: dict[str, Any], o: Options) -> list[Row]:
     b = "services"
     cw = d["coworkenv_results"]
     claw = d.get("claw_eval_results")
-    why = "Claw-Eval side not run: no checkout (pass --claw-eval DIR)"
+    why = f"Claw-Eval side not run: no checkout (pass --claw-eval DIR or set {CLAW_EVAL_ENV})"
     setup = float(cw["setup_plus_reset_inproc_ms"])
     rows = []
     peer_reset = float(claw["reset_http"]["median_ms"]) if claw else None
+    # like for like first: both sides reset over HTTP
+    http_reset = float(cw["reset_http"]["median_ms"])
+    rows.append(
+        Row(
+            b,
+            "reset over HTTP, like for like (ours: POST /t/{tid}/reset; peer: POST /reset to 5 servers)",
+            _num(http_reset, "ms"),
+            _num(peer_reset, "ms") if peer_reset else why,
+            _ratio(http_reset, peer_reset),
+        )
+    )
     r = _ratio(setup, peer_reset)
     rows.append(
         Row(
             b,
-            "trial setup + reset in-process (peer: HTTP reset, 5 servers)",
+            "trial setup + reset in-process vs peer's HTTP reset (ours: a function call, no HTTP; "
+            "peer: POST /reset to 5 servers) — not like for like",
             _num(setup, "ms"),
             _num(peer_reset, "ms") if peer_reset else why,
             r,
@@ -158,20 +177,10 @@ def rows_services(d: dict[str, Any], o: Options) -> list[Row]:
     rows.append(
         Row(
             b,
-            "open a trial over HTTP (peer: start 5 servers)",
+            "open a trial (ours: POST /trials on a running server; peer: start 5 server processes)",
             _num(http_open, "ms"),
             _num(peer_start, "ms") if peer_start else why,
             _ratio(http_open, peer_start),
-        )
-    )
-    http_reset = float(cw["reset_http"]["median_ms"])
-    rows.append(
-        Row(
-            b,
-            "reset over HTTP",
-            _num(http_reset, "ms"),
-            _num(peer_reset, "ms") if peer_reset else why,
-            _ratio(http_reset, peer_reset),
         )
     )
     cpu = float(cw["throughput"]["server_cpu_per_call_ms"])
@@ -231,7 +240,11 @@ def rows_proxy(d: dict[str, Any], o: Options) -> list[Row]:
     head = "ours/http" if "ours/http" in res else "ours/inproc"
     ours = res[head]
     lite = res.get("litellm")
-    why = f"LiteLLM side not run (no litellm at {o.litellm or DEFAULT_LITELLM})"
+    why = (
+        f"LiteLLM side not run (no litellm at {o.litellm})"
+        if o.litellm is not None
+        else f"LiteLLM side not run (pass --litellm PATH or set {LITELLM_ENV})"
+    )
     lver = d.get("meta", {}).get("litellm_version")
     peer_cpu = float(lite["throughput"]["proxy_cpu_per_req_ms"]) if lite else None
     cpu = float(ours["throughput"]["proxy_cpu_per_req_ms"])
@@ -903,16 +916,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated benchmarks: " + ",".join(b.name for b in BENCHES))
     ap.add_argument("--skip", help="comma-separated benchmarks to leave out")
     ap.add_argument(
-        "--claw-eval", type=Path, help=f"Claw-Eval checkout (default {DEFAULT_CLAW_EVAL} if present)"
+        "--claw-eval",
+        type=Path,
+        default=_env_path(CLAW_EVAL_ENV),
+        help=f"Claw-Eval checkout holding mock_services/ (default ${CLAW_EVAL_ENV}; none: no peer)",
     )
-    ap.add_argument("--litellm", type=Path, help=f"litellm CLI in its own venv (default {DEFAULT_LITELLM})")
+    ap.add_argument(
+        "--litellm",
+        type=Path,
+        default=_env_path(LITELLM_ENV),
+        help=f"litellm CLI in its own venv (default ${LITELLM_ENV}; none: no peer)",
+    )
     ap.add_argument("--timeout", type=float, help="per-benchmark time limit in seconds")
     ap.add_argument("--from-results", action="store_true", help="table from committed results; run nothing")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where suite-<date>.{json,md} go")
     a = ap.parse_args(argv)
     claw = a.claw_eval
-    if claw is None and (DEFAULT_CLAW_EVAL / "mock_services" / "helpdesk" / "server.py").exists():
-        claw = DEFAULT_CLAW_EVAL
     o = Options(
         quick=a.quick,
         claw_eval=claw,

@@ -288,3 +288,18 @@ def test_proxy_goals_on_http_side_and_no_peer_without_litellm() -> None:
     with_lite = ra.rows_proxy({"results": {**res, "litellm": _side(30.0, 40, 30.0)}}, ra.Options())
     assert with_lite[2].ratio == pytest.approx(30.0)
     assert with_lite[2].verdict == ra.PASS
+
+
+def test_peer_locations_have_no_machine_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LiteLLM venv and the Claw-Eval checkout come from flags or environment variables only."""
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        text = path.read_text()
+        for machine_path in ("/work/", "/tmp/claw-eval", "bench-venvs"):
+            code = [ln for ln in text.splitlines() if machine_path in ln and not ln.lstrip().startswith("#")]
+            assert not code, f"{path.name}: machine-specific default {code}"
+    monkeypatch.setenv(ra.LITELLM_ENV, "/opt/litellm/bin/litellm")
+    monkeypatch.delenv(ra.CLAW_EVAL_ENV, raising=False)
+    assert ra._env_path(ra.LITELLM_ENV) == Path("/opt/litellm/bin/litellm")
+    assert ra._env_path(ra.CLAW_EVAL_ENV) is None
+    rows = ra.rows_services(_services(claw_cpu=None), ra.Options())
+    assert any(ra.CLAW_EVAL_ENV in r.peer for r in rows if r.verdict == ra.NO_PEER)
