@@ -434,6 +434,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
+    before_after = (recs, after) if after else None
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     trees_path = st.out / "trees" / "trees.jsonl"
@@ -446,6 +447,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
         metrics=metrics,
         problems=[*problems, *p3, *p4],
         title="coworkenv main job: the student before and after the update",
+        before_after=before_after,
     )
     path = st.out / st.cfg.report.html
     path.write_text(html, encoding="utf-8")
