@@ -303,3 +303,24 @@ def test_peer_locations_have_no_machine_default(monkeypatch: pytest.MonkeyPatch)
     assert ra._env_path(ra.CLAW_EVAL_ENV) is None
     rows = ra.rows_services(_services(claw_cpu=None), ra.Options())
     assert any(ra.CLAW_EVAL_ENV in r.peer for r in rows if r.verdict == ra.NO_PEER)
+
+
+def test_rollouts_per_hour_counts_only_graded_rollouts() -> None:
+    """The 256-token file: 6 attempts in 499.3 s, 4 of them infra failures: 2 graded, 14.4/h, not 43.3."""
+    old = {
+        "rollouts": 6,
+        "rollouts_per_hour": 43.3,
+        "wall_s": 499.3,
+        "max_turns": 8,
+        "concurrency": 2,
+        "generated_tokens_per_s": 2.9,
+        "status": {"ok": 2, "infra_failure": 4, "timed_out": 0},
+    }
+    (row,) = ra.rows_rollouts(old, ra.Options())
+    assert row.ours.startswith("14.4")
+    assert "2 graded of 6 attempted" in row.context
+    assert "infra failures 4 (not counted)" in row.context
+    new = {**old, "graded_rollouts_per_hour": 12.0, "rollouts_attempted": 6, "mean_completion": 0.0}
+    (row,) = ra.rows_rollouts(new, ra.Options())
+    assert row.ours.startswith("12")
+    assert "mean completion 0.000" in row.context
