@@ -412,6 +412,18 @@ def rows_traces(d: dict[str, Any], o: Options) -> list[Row]:
     return rows
 
 
+def _trl_spread(t: dict[str, Any]) -> str:
+    """The per-round ratio's spread (median of interleaved rounds), or a warning for older results
+    that kept only the best round."""
+    sp = t.get("ratio_vs_trl_spread")
+    if not sp:
+        return "best round only (older result: rerun for the spread); "
+    return (
+        f"median of {sp['rounds']} interleaved rounds, per-round ratio "
+        f"{float(sp['min']):.2f}–{float(sp['max']):.2f}; "
+    )
+
+
 def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
     b = "train"
     rows = []
@@ -457,7 +469,8 @@ def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
             rat,
             "no slower (≥1×)",
             _verdict(rat >= 1.0),
-            f"TRL with a π_old pass like ours: {_num(float(t['trl_update_with_old_pass_s']), 's')} "
+            _trl_spread(t) + f"TRL with a π_old pass like ours: "
+            f"{_num(float(t['trl_update_with_old_pass_s']), 's')} "
             f"({float(t['ratio_vs_trl_with_old_pass']):.2f}×); TRL {d.get('meta', {}).get('trl', '?')}",
         )
     )
