@@ -268,8 +268,26 @@ def stage_teacher(st: JobState) -> dict[str, Any]:
 def stage_student(st: JobState) -> dict[str, Any]:
     c = st.cfg.student
     tasks = student_tasks(st, load_tasks(st))
-    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=_student_backend(st))
-    return {**_reward_info(recs), "tasks": [t.id for t in tasks]}
+    backend = _student_backend(st)
+    if c.scripted_trials:
+        # the first trials of each group: the reference solution in the student's own tokens; the
+        # next call resumes the same directory and samples the model for the remaining trials
+        scripted = _scripted_student(backend)
+        _rollouts(st, "student", tasks, c.harnesses, trials=c.scripted_trials, backend=scripted)
+    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=backend)
+    return {**_reward_info(recs), "tasks": [t.id for t in tasks], "scripted_trials": c.scripted_trials}
+
+
+def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
+    """A per-task factory: the task's reference solution, tokenized by the student's tokenizer."""
+    from coworkenv.proxy.backends.scripted import ScriptedBackend
+
+    tokenizer = getattr(backend, "tokenizer", None)
+
+    def make(spec: TaskSpec) -> Any:
+        return ScriptedBackend.from_reference(spec, tokenizer=tokenizer, version="scripted-student")
+
+    return make
 
 
 def _reward_info(recs: Sequence[RolloutRecord]) -> dict[str, Any]:
