@@ -338,3 +338,12 @@ def test_ppo_advantage_subtracts_the_value_baseline(tmp_path: Path) -> None:
     _assert_same_step(with_baseline, shifted, rtol=1e-4, atol=1e-8)
     no_baseline = run("none", 0.0, [1, 0, 0, 1])
     assert no_baseline[0]["adv_mean"] == pytest.approx(with_baseline[0]["adv_mean"] + b, abs=1e-6)
+
+
+def test_clip_fraction_is_a_share_of_tokens(tmp_path: Path) -> None:
+    """A large first update moves the ratios past the clip range in the second PPO epoch: the logged
+    clip fraction is then a share in (0, 1] (the mutation pass found it could go negative unseen)."""
+    tr = RLTrainer(cfg(tmp_path, ppo_epochs=2, optim={"lr": 0.5, "grad_clip": 1e9}), model=tiny_llama(VOCAB))
+    m = tr.step(group())
+    assert m["updates"] == 2
+    assert 0.0 < m["clip_frac"] <= 1.0
