@@ -267,13 +267,17 @@ def stage_teacher(st: JobState) -> dict[str, Any]:
 
 def stage_student(st: JobState) -> dict[str, Any]:
     c = st.cfg.student
-    tasks = student_tasks(st, load_tasks(st))
+    suite = load_tasks(st)
+    tasks = student_tasks(st, suite)
     backend = _student_backend(st)
     if c.scripted_trials:
-        # the first trials of each group: the reference solution in the student's own tokens; the
-        # next call resumes the same directory and samples the model for the remaining trials
+        # the first trials of each group: the whole reference solution (turns not capped: the cap
+        # bounds model time, and a cut reference could score like the model) in the student's own
+        # tokens; the next call resumes the same directory and samples the model for the rest
+        full = {t.id: t for t in suite}
         scripted = _scripted_student(backend)
-        _rollouts(st, "student", tasks, c.harnesses, trials=c.scripted_trials, backend=scripted)
+        uncapped = [full.get(t.id, t) for t in tasks]
+        _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
     recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=backend)
     return {**_reward_info(recs), "tasks": [t.id for t in tasks], "scripted_trials": c.scripted_trials}
 
