@@ -11,6 +11,7 @@ import pytest
 
 from coworkenv.errors import SpecError
 from coworkenv.job.config import JobConfig, load_config
+from coworkenv.job.run import SCRIPTED_STUDENT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
@@ -96,7 +97,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     ok = [r for r in student if r["status"] == "ok"]
     # scripted_trials = 1: trial 0 of each group plays the reference in SmolLM2's tokens, trial 1
     # samples the SFT'd model
-    assert {r["policy_version"] for r in ok if r["trial"] == 0} == {"scripted-student"}
+    assert {r["policy_version"] for r in ok if r["trial"] == 0} == {SCRIPTED_STUDENT}
     assert {r["policy_version"] for r in ok if r["trial"] == 1} == {"sft-2"}
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
@@ -115,7 +116,9 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert after
     assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
     assert "loop@rl-1" in (out / "report.html").read_text()
-    assert summary["eval"]["before"]["overall"]["trials"] == 4
+    # the before-evaluation counts the model's trials only, never the scripted reference
+    assert summary["eval"]["before"]["overall"]["trials"] == 2
+    assert summary["eval"]["scripted_trials_excluded"] == 2
     report = (out / "report.html").read_text()
     assert "retained" in report, "the trajectory viewer draws each rollout's prefix tree"
     assert (out / "teacher-report.html").exists()

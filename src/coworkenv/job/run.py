@@ -37,6 +37,13 @@ from coworkenv.spec import TaskSpec
 # A safe run that does nothing scores 20: reward = safety × (0.8 × completion + 0.2 × robustness) and
 # robustness is 1 when no fault was injected. Said wherever a score is shown.
 SCORE_FLOOR_NOTE = "20 = a safe run that completed nothing"
+# policy version of the scripted student trials (student.scripted_trials): training signal for CI,
+# never counted as the model's score
+SCRIPTED_STUDENT = "scripted-student"
+
+
+def _model_trials(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    return [r for r in records if r.policy_version != SCRIPTED_STUDENT]
 
 STAGES = ("synth", "teacher", "curate", "sft", "student", "trees", "train", "eval", "report")
 
@@ -289,7 +296,7 @@ def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
     tokenizer = getattr(backend, "tokenizer", None)
 
     def make(spec: TaskSpec) -> Any:
-        return ScriptedBackend.from_reference(spec, tokenizer=tokenizer, version="scripted-student")
+        return ScriptedBackend.from_reference(spec, tokenizer=tokenizer, version=SCRIPTED_STUDENT)
 
     return make
 
@@ -421,8 +428,11 @@ def stage_eval(st: JobState) -> dict[str, Any]:
 
     k = st.cfg.student.trials
     thr = st.cfg.report.pass_threshold
-    before, _ = read_records(st.out / "student" / "rollouts.jsonl")
+    student, _ = read_records(st.out / "student" / "rollouts.jsonl")
+    before = _model_trials(student)  # scripted trials are the reference, not the model
     info: dict[str, Any] = {"before": summarize(before, k=k, threshold=thr).model_dump()}
+    if len(before) < len(student):
+        info["scripted_trials_excluded"] = len(student) - len(before)
     teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
     info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
     after, _ = read_records(st.out / "after" / "rollouts.jsonl")
@@ -456,7 +466,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
-    before_after = (recs, after) if after else None
+    before_after = (_model_trials(recs), after) if after else None
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     trees_path = st.out / "trees" / "trees.jsonl"
