@@ -347,3 +347,19 @@ def test_clip_fraction_is_a_share_of_tokens(tmp_path: Path) -> None:
     m = tr.step(group())
     assert m["updates"] == 2
     assert 0.0 < m["clip_frac"] <= 1.0
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_kl_is_measured_against_the_reference_not_the_current_policy(tmp_path: Path, lora: bool) -> None:
+    """Step 1 starts at the reference (KL 0); once the policy moved, step 2's KL is positive. A KL
+    term computed from the current policy instead (the mutation pass's survivor) stays 0."""
+    model_cfg: dict[str, Any] = {"lora": {"r": 4, "alpha": 8, "dropout": 0.0}} if lora else {"lora": None}
+    tr = RLTrainer(
+        cfg(tmp_path, kl_beta=0.1, model=model_cfg, optim={"lr": 0.05, "grad_clip": 1e9}),
+        model=tiny_llama(VOCAB),
+        log_metrics=False,
+    )
+    first = tr.step(group())
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)
+    second = tr.step(group(seed=1))
+    assert second["kl"] > 1e-6
