@@ -45,6 +45,7 @@ SCRIPTED_STUDENT = "scripted-student"
 def _model_trials(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
     return [r for r in records if r.policy_version != SCRIPTED_STUDENT]
 
+
 STAGES = ("synth", "teacher", "curate", "sft", "student", "trees", "train", "eval", "report")
 
 
