@@ -4,6 +4,7 @@ configs fail early, checkpoints resume."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ def test_is_weights_clip(tmp_path: Path, epochs: int) -> None:
     assert m["is/frac_clipped"] == pytest.approx(1.0)
     assert m["is/mean_weight"] == pytest.approx(1.0)
     assert m["is/max_abs_dlogp"] > 20
+    assert 0 < m["is/mean_abs_dlogp"] <= m["is/max_abs_dlogp"]  # a mean over tokens, not a sum
 
 
 def test_nan_reward_raises_before_any_update(tmp_path: Path) -> None:
@@ -363,3 +365,18 @@ def test_kl_is_measured_against_the_reference_not_the_current_policy(tmp_path: P
     assert first["kl"] == pytest.approx(0.0, abs=1e-6)
     second = tr.step(group(seed=1))
     assert second["kl"] > 1e-6
+
+
+def test_step_time_and_the_length_limit(tmp_path: Path) -> None:
+    """``step_s`` is the step's own wall time; a rollout exactly ``max_len`` tokens long is kept."""
+    samples = group()
+    longest = max(len(s.token_ids) for s in samples)
+    tr = RLTrainer(cfg(tmp_path, max_len=longest), model=tiny_llama(VOCAB), log_metrics=False)
+    t0 = time.perf_counter()
+    m = tr.step(samples)
+    wall = time.perf_counter() - t0
+    assert 0 < m["step_s"] <= wall
+    assert "rollouts_too_long" not in m
+    assert m["updates"] == 1
+    short = RLTrainer(cfg(tmp_path / "s", max_len=longest - 1), model=tiny_llama(VOCAB), log_metrics=False)
+    assert short.step(samples)["rollouts_too_long"] >= 1
