@@ -279,7 +279,9 @@ def test_equal_rewards_in_every_group_skip_the_update_without_touching_weights(t
     )
     pushed: list[int] = []
     trainer = RLTrainer(cfg, model=model, on_weights=lambda _m, v: pushed.append(v))
+    t0 = time.perf_counter()
     out = trainer.step(samples)
+    assert 0 <= out["step_s"] <= time.perf_counter() - t0
     assert out["skipped_no_signal"] == 1
     assert pushed == []
     assert trainer.version == 0
