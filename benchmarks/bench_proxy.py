@@ -3,14 +3,19 @@
 Processes (all on 127.0.0.1): a *null upstream* (a minimal asyncio HTTP server answering OpenAI Chat
 Completions at once: streamed as 20 one-token chunks, or as one JSON body), the proxy under test
 (one uvicorn process), and a separate load-generator process speaking raw HTTP/1.1 keep-alive.
-Every request is ``POST /v1/chat/completions`` with ``stream: true`` and a small chat (system,
-user, one tool). Sides:
+Every request is ``POST /v1/chat/completions`` with a small chat (system, user, one tool), with
+``stream: true`` except on the ``*/json`` sides. Sides:
 
-* ``ours/http``         — THE HEADLINE: our proxy forwarding over HTTP with ``PassthroughBackend``
+* ``ours/json`` vs ``litellm/json`` — LIKE FOR LIKE, THE HEADLINE COMPARISON: the client asks for
+  one JSON body (``stream: false``), each proxy asks the null upstream for one JSON body and
+  returns one JSON body; the same access logging on both (uvicorn's access log, see below);
+
+* ``ours/http``         — the goals' side: our proxy forwarding over HTTP with ``PassthroughBackend``
   (``stream=True``) to the null upstream, which streams its 20 chunks to it exactly as it does to
-  LiteLLM; the proxy assembles them, records the call, and streams the turn to the client;
+  LiteLLM; the proxy assembles them, records the call, and writes the whole turn to the client at
+  once (buffered pseudo-streaming) — NOT like for like with ``litellm``, which relays each chunk;
 * ``litellm``           — ``litellm --config`` (litellm[proxy], its own venv) forwarding to the same
-  null upstream, which streams its 20 chunks through LiteLLM;
+  null upstream, which streams its 20 chunks through LiteLLM to the client, chunk by chunk;
 * ``ours/http-json``    — context: the same, the upstream asked for one JSON body (``stream=False``);
 * ``ours/inproc``       — context: our proxy with the null upstream as an in-process Backend (20
   tokens at once): the proxy's own cost, without an upstream client;
@@ -24,7 +29,16 @@ completed requests) at 64 clients, throughput at 64 clients, and p50 latency wit
 latency = p50(side) − p50(direct)). Other work on the machine inflates req/s differences most; the
 load average is recorded at the start of each side.
 
-Run:  .venv/bin/python benchmarks/bench_proxy.py [--litellm /work/bench-venvs/litellm/bin/litellm]
+Logging: our proxy runs with uvicorn's access log on (``--access-log on``, the default, as LiteLLM's
+uvicorn has it) or off; each side's result counts the access-log lines its process wrote
+(``access_log_lines``), so the JSON shows whether both sides logged alike.
+
+A side whose load window completed fewer than ``--min-requests`` requests has its window extended
+(up to 10× ``--seconds``); a side still short is marked ``"reliable": false``. (A quick run once
+recorded 770 ms of LiteLLM CPU per request from a 1-second window in which LiteLLM completed one
+request under 64 clients: the CPU of warming up spread over one request, not a per-request cost.)
+
+Run:  .venv/bin/python benchmarks/bench_proxy.py [--litellm PATH]   (or COWORKENV_BENCH_LITELLM=PATH)
       [--seconds 5] [--clients 64] [--latency-n 400] [--sides ours/http,litellm,...] [--quick]
 """
 
@@ -56,7 +70,7 @@ LOCAL = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOKENS = 20
 MASTER_KEY = "sk-bench-" + os.urandom(16).hex()  # LiteLLM refuses to start without one; ours ignore it
-DEFAULT_LITELLM = Path("/work/bench-venvs/litellm/bin/litellm")
+LITELLM_ENV = "COWORKENV_BENCH_LITELLM"  # the litellm CLI in its own venv; no machine default
 BODY = {
     "model": "null-model",
     "stream": True,
@@ -221,7 +235,9 @@ def _serve_null(port: int) -> None:
 # ---------------------------------------------------------------- our proxy (own process)
 
 
-def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_file: str) -> None:
+def _serve_ours(  # noqa: PLR0917
+    port: int, mode: str, upstream_port: int, capture: str, prefix_file: str, access_log: bool = False
+) -> None:
     import uvicorn
 
     from coworkenv.proxy.backends.base import Completion
@@ -247,7 +263,7 @@ def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_f
             return done
 
     backend: Any = NullBackend()
-    if mode.startswith("http"):
+    if mode.startswith("http") or mode == "json":
         from coworkenv.proxy.backends.passthrough import PassthroughBackend
 
         backend = PassthroughBackend(
@@ -260,8 +276,8 @@ def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_f
         proxy.app,
         host=LOCAL,
         port=port,
-        log_level="warning",
-        access_log=False,
+        log_level="info" if access_log else "warning",
+        access_log=access_log,
         loop="uvloop",
         http="httptools",
         lifespan="on",
@@ -271,7 +287,9 @@ def _serve_ours(port: int, mode: str, upstream_port: int, capture: str, prefix_f
 # ---------------------------------------------------------------- load generator (own process)
 
 
-async def _request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> bool:
+async def _request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes, expect: bytes = b"[DONE]"
+) -> bool:
     writer.write(req)
     head = await reader.readuntil(b"\r\n\r\n")
     ok = head[9:12] == b"200"
@@ -287,11 +305,12 @@ async def _request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, r
             if size == 0:
                 break
         body = b"".join(parts)
-    return ok and b"[DONE]" in body
+    return ok and expect in body
 
 
 async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     body = json.dumps(cfg["body"]).encode()
+    expect = str(cfg.get("expect", "[DONE]")).encode()
     req = (
         f"POST {cfg['path']} HTTP/1.1\r\nHost: {LOCAL}:{cfg['port']}\r\n"
         f"Authorization: Bearer {cfg['auth']}\r\n"
@@ -301,11 +320,11 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     # 1. latency with one client
     reader, writer = await asyncio.open_connection(LOCAL, cfg["port"])
     for _ in range(cfg["warmup_n"]):
-        await _request(reader, writer, req)
+        await _request(reader, writer, req, expect)
     samples, bad = [], 0
     for _ in range(cfg["latency_n"]):
         t0 = time.perf_counter_ns()
-        ok = await _request(reader, writer, req)
+        ok = await _request(reader, writer, req, expect)
         samples.append(time.perf_counter_ns() - t0)
         bad += not ok
     writer.close()
@@ -323,7 +342,7 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
         r, w = await asyncio.open_connection(LOCAL, cfg["port"])
         try:
             while state["phase"] < 2:
-                ok = await _request(r, w, req)
+                ok = await _request(r, w, req, expect)
                 if state["phase"] == 1:
                     state["ok" if ok else "bad"] += 1
         finally:
@@ -336,6 +355,10 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     me0, t0 = time.process_time(), time.perf_counter()
     state["phase"] = 1
     await asyncio.sleep(cfg["seconds"])
+    # too few completed requests make CPU per request meaningless: extend the window (bounded)
+    deadline = time.perf_counter() + 9 * cfg["seconds"]
+    while state["ok"] < cfg.get("min_requests", 0) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.1)
     state["phase"] = 2
     cpu1 = [tree_cpu_s(p) for p in pids]
     me1, t1 = time.process_time(), time.perf_counter()
@@ -350,6 +373,7 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
         "proxy_util": (cpu1[0] - cpu0[0]) / wall,
         "upstream_util": (cpu1[1] - cpu0[1]) / wall if len(pids) > 1 else None,
         "loadgen_util": (me1 - me0) / wall,
+        "reliable": state["ok"] >= cfg.get("min_requests", 0),
     }
     return out
 
@@ -391,13 +415,13 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
             sys.executable,
             __file__,
             "--_serve",
-            json.dumps([port, mode, up_port, str(capture), str(prefix_file)]),
+            json.dumps([port, mode, up_port, str(capture), str(prefix_file), o.access_log == "on"]),
         ]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         wait_port(port, proc, side)
         path = prefix_file.read_text() + "/v1/chat/completions"
         pids = [proc.pid, up_pid]
-    else:  # litellm
+    else:  # litellm, litellm/json
         cfg = tmp / "litellm.yaml"
         cfg.write_text(
             "model_list:\n  - model_name: null-model\n    litellm_params:\n      model: openai/null-model\n"
@@ -431,11 +455,14 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
         path = "/v1/chat/completions"
         pids = [proc.pid, up_pid]
     try:
+        json_side = side.endswith("/json")
         result = loadgen(
             {
                 "port": port,
                 "path": path,
-                "body": BODY,
+                "body": {**BODY, "stream": False} if json_side else BODY,
+                "expect": '"choices"' if json_side else "[DONE]",
+                "min_requests": o.min_requests,
                 "clients": o.clients,
                 "seconds": o.seconds,
                 "warmup_s": o.warmup_s,
@@ -455,11 +482,13 @@ def measure(o: argparse.Namespace, side: str, up_port: int, up_pid: int, tmp: Pa
                 "problems": len(problems),
                 "errors": sum(c.error is not None for c in calls),
             }
-        return result
     finally:
         if proc is not None:
             stop(proc)
         log.close()
+    text = (tmp / f"{side.replace('/', '_')}.log").read_text(errors="replace")
+    result["access_log_lines"] = sum(1 for ln in text.splitlines() if '"POST /' in ln)
+    return result
 
 
 def machine(loadavg: tuple[float, float, float]) -> dict[str, Any]:
@@ -514,7 +543,26 @@ def report(o: argparse.Namespace, results: dict[str, Any], meta: dict[str, Any])
             f"| {side} | {t['proxy_cpu_per_req_ms']:.3f} ms | {t['rps']:.0f} | {lat['p50_ms']:.3f} ms | "
             f"{added} | {recorded} |"
         )
-    lines += ["", "Goals (ours/http: pass-through over HTTP to the null upstream, recording on):"]
+    ours_json, lite_json = results.get("ours/json"), results.get("litellm/json")
+    if ours_json and lite_json:
+        a, b = ours_json["throughput"], lite_json["throughput"]
+        logs = f"{ours_json.get('access_log_lines', '?')} vs {lite_json.get('access_log_lines', '?')}"
+        sure = a.get("reliable", True) and b.get("reliable", True)
+        lines += [
+            "",
+            "Like for like (ours/json vs litellm/json: one JSON body in and out on both sides, access "
+            f"log lines {logs}): "
+            f"proxy CPU per request {a['proxy_cpu_per_req_ms']:.3f} vs {b['proxy_cpu_per_req_ms']:.3f} ms "
+            f"({b['proxy_cpu_per_req_ms'] / max(a['proxy_cpu_per_req_ms'], 1e-9):.1f}× less), "
+            f"{a['rps']:.0f} vs {b['rps']:.0f} req/s" + ("" if sure else " — UNRELIABLE: too few requests"),
+        ]
+    lines += [
+        "",
+        "Streaming sides are not like for like: ours/http buffers the turn and writes it once, litellm "
+        "relays each of the 20 chunks.",
+        "",
+        "Goals (ours/http: pass-through over HTTP to the null upstream, recording on):",
+    ]
     ours = results.get("ours/http")
     if ours:
         cpu = ours["throughput"]["proxy_cpu_per_req_ms"]
@@ -544,26 +592,41 @@ def report(o: argparse.Namespace, results: dict[str, Any], meta: dict[str, Any])
             f"- {side}: proxy util {t['proxy_util']:.2f} cores, loadgen util {t['loadgen_util']:.2f}"
             + (f", upstream util {t['upstream_util']:.2f}" if t.get("upstream_util") is not None else "")
             + f", errors {t['errors']}, load average at start {r['loadavg_at_start'][0]:.1f}"
+            + f", {t['requests']} requests in the window"
+            + ("" if t.get("reliable", True) else " (UNRELIABLE: fewer than --min-requests)")
+            + f", access log lines {r.get('access_log_lines', '?')}"
         )
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def _options() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--litellm", type=Path, default=DEFAULT_LITELLM, help="litellm CLI (its own venv)")
+    ap.add_argument(
+        "--litellm",
+        type=Path,
+        default=Path(os.environ[LITELLM_ENV]) if os.environ.get(LITELLM_ENV) else None,
+        help=f"litellm CLI in its own venv (default ${LITELLM_ENV}; none: the litellm side is skipped)",
+    )
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--min-requests", dest="min_requests", type=int, default=200)
+    ap.add_argument("--access-log", dest="access_log", choices=("on", "off"), default="on")
     ap.add_argument("--warmup-s", dest="warmup_s", type=float, default=1.0)
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--latency-n", dest="latency_n", type=int, default=400)
     ap.add_argument(
-        "--sides", default="direct,ours/http,litellm,ours/http-json,ours/inproc,ours/inproc+fsync"
+        "--sides",
+        default="direct,ours/json,litellm/json,ours/http,litellm,ours/http-json,ours/inproc,ours/inproc+fsync",
     )
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--quick", action="store_true", help="small samples (a smoke test, not a result)")
     ap.add_argument("--_loadgen", help=argparse.SUPPRESS)
     ap.add_argument("--_serve", help=argparse.SUPPRESS)
     ap.add_argument("--_null", type=int, help=argparse.SUPPRESS)
-    o = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    o = _options()
     if o._loadgen:
         _loadgen_main(o._loadgen)
         return
@@ -576,9 +639,10 @@ def main() -> None:
     if o.quick:
         o.seconds, o.latency_n, o.warmup_s = 1.0, 100, 0.3
     sides = [s for s in o.sides.split(",") if s]
-    if "litellm" in sides and not o.litellm.exists():
-        print(f"LiteLLM not found at {o.litellm}; skipping it (install litellm[proxy] into its own venv)")
-        sides.remove("litellm")
+    if any(x.startswith("litellm") for x in sides) and (o.litellm is None or not o.litellm.exists()):
+        where = f"at {o.litellm}" if o.litellm else f"(pass --litellm PATH or set {LITELLM_ENV})"
+        print(f"LiteLLM not found {where}; skipping it (install litellm[proxy] into its own venv)")
+        sides = [x for x in sides if not x.startswith("litellm")]
     load_at_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     up_port = free_port()
@@ -601,7 +665,9 @@ def main() -> None:
     meta = {
         "date": date.today().isoformat(),
         "machine": machine(load_at_start),
-        "litellm_version": litellm_version(o.litellm) if "litellm" in sides else None,
+        "litellm_version": litellm_version(o.litellm)
+        if o.litellm is not None and any(x.startswith("litellm") for x in sides)
+        else None,
         "options": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in vars(o).items() if not k.startswith("_")
         },

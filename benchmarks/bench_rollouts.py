@@ -1,9 +1,12 @@
 """Embedded-backend rollouts per hour for the white-box loop (issue 4's rollout benchmark).
 
 Runs ``--rollouts`` rollouts of the built-in ``loop`` harness through the capturing proxy with the
-embedded SmolLM2-135M backend on CPU, ``--concurrency`` at a time, and reports rollouts/hour,
-model calls/hour, generated tokens/s and the status mix. Each task's limits are capped with
-``--max-turns`` and ``--timeout`` (reported with the results), so a number is reproducible.
+embedded SmolLM2-135M backend on CPU, ``--concurrency`` at a time, and reports **graded** rollouts per
+hour (``status == "ok"``: the ones that yield a reward and training data), with infrastructure
+failures counted beside it by kind, never as rollouts; also model calls/hour, generated tokens/s and
+mean completion and reward. Each task's limits are capped with ``--max-turns`` and ``--timeout``
+(reported with the results). The JSON names its date, the machine, the load average at start and
+end, and the command that reproduces it.
 
     .venv/bin/python benchmarks/bench_rollouts.py --rollouts 8 --concurrency 2
 
@@ -18,13 +21,19 @@ reference solution plus ``--bash-steps`` shell steps). Writes ``results/isolatio
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import platform
+import shlex
 import shutil
+import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+
+from _machine import cpu_model  # benchmarks/_machine.py
 
 from coworkenv.proxy.capture import read_calls
 from coworkenv.rollout.runner import run_rollouts
@@ -33,7 +42,7 @@ from coworkenv.tasks.builtin import builtin_task
 DEFAULT_TASKS = "M1003_ticket_kb_resolution,MT01_meeting_slot_booking"
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915 (argument parsing and one results document)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--rollouts", type=int, default=8)
@@ -42,7 +51,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--backend", default=None, help="backend spec (default embedded?max_tokens=N&seed=0)")
-    ap.add_argument("--out", type=Path, default=None, help="results JSON (default per mode)")
+    ap.add_argument("--out", type=Path, default=None, help="default results/rollouts-<date>.json")
     ap.add_argument("--isolation", action="store_true", help="measure the jail's overhead instead")
     ap.add_argument("--repeats", type=int, default=40, help="--isolation: process starts per mode")
     ap.add_argument("--calls", type=int, default=2000, help="--isolation: tool calls per mode")
@@ -53,7 +62,9 @@ def main() -> None:
 
         run_isolation(args)
         return
-    args.out = args.out or Path(__file__).parent / "results" / "rollouts_embedded.json"
+    started = dt.datetime.now(dt.UTC)
+    load_start = os.getloadavg()
+    out = args.out or Path(__file__).parent / "results" / f"rollouts-{started.date().isoformat()}.json"
 
     import torch
 
@@ -89,19 +100,28 @@ def main() -> None:
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     n = len(summary.records)
+    graded = [r for r in summary.records if r.status == "ok"]
+    failures = Counter(r.failure.kind for r in summary.records if r.failure is not None)
+    completions = [r.rewards.completion for r in graded if r.rewards is not None]
     out_tokens = sum(len(c.output_ids) for c in calls)
     prompt_tokens = sum(len(c.prompt_ids) for c in calls)
     result = {
-        "benchmark": "embedded-backend rollouts/hour, white-box loop",
+        "benchmark": "embedded-backend graded rollouts/hour, white-box loop",
+        "date": started.isoformat(timespec="seconds"),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "backend": backend_spec,
         "tasks": names,
-        "rollouts": n,
+        "rollouts_attempted": n,
+        "rollouts_graded": len(graded),
         "concurrency": args.concurrency,
         "max_turns": args.max_turns,
         "timeout_s": args.timeout,
         "wall_s": round(wall, 1),
         "model_load_s": round(load_s, 1),
-        "rollouts_per_hour": round(n / wall * 3600, 1),
+        # only graded rollouts count: an infra failure yields no reward and no training data
+        "graded_rollouts_per_hour": round(len(graded) / wall * 3600, 1),
+        "infra_failures": sum(failures.values()),
+        "infra_failures_by_kind": dict(failures),
         "model_calls": len(calls),
         "model_calls_per_hour": round(len(calls) / wall * 3600, 1),
         "generated_tokens_per_s": round(out_tokens / wall, 1),
@@ -112,15 +132,19 @@ def main() -> None:
             "infra_failure": summary.infra_failures,
             "timed_out": sum(r.timed_out for r in summary.records),
         },
+        "mean_completion": sum(completions) / len(completions) if completions else None,
         "mean_reward": summary.mean_reward,
         "machine": {
+            "cpu": cpu_model(),
             "cpus": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(),
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

@@ -17,7 +17,7 @@ Claw-Eval's ``ServiceManager`` does (its ``server.py`` module, its uvicorn defau
 ``<SVC>_FIXTURES``), except that they bind 127.0.0.1 on free ports instead of 0.0.0.0. Both sides run
 under the same interpreter with the same uvicorn settings.
 
-Run:  .venv/bin/python benchmarks/bench_services.py --claw-eval /tmp/claw-eval
+Run:  .venv/bin/python benchmarks/bench_services.py --claw-eval DIR   (or COWORKENV_BENCH_CLAW_EVAL=DIR)
 """
 
 from __future__ import annotations
@@ -51,7 +51,15 @@ TASK_ID = "T160_vip_ticket_escalation"
 SERVICES = ("helpdesk", "crm", "gmail", "contacts", "kb")
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-DEFAULT_TASK_DIRS = (Path("/work/shared/claw-eval/tasks") / TASK_ID,)
+# Claw-Eval's task data (COWORKENV_CLAW_EVAL, as for the tests), else the shared/ folder beside the repo
+DEFAULT_TASK_DIRS = tuple(
+    Path(d) / TASK_ID
+    for d in (
+        os.environ.get("COWORKENV_CLAW_EVAL"),
+        Path(__file__).resolve().parents[2] / "shared" / "claw-eval" / "tasks",
+    )
+    if d
+)
 LOCAL = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -1076,7 +1084,13 @@ def compare_responses(claw: list[Any], cw: list[Any]) -> str:
 def parse_options() -> tuple[argparse.Namespace, Path]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--claw-eval", type=Path, help="a Claw-Eval checkout (holding mock_services/); omit to skip"
+        "--claw-eval",
+        type=Path,
+        default=Path(os.environ["COWORKENV_BENCH_CLAW_EVAL"])
+        if os.environ.get("COWORKENV_BENCH_CLAW_EVAL")
+        else None,
+        help="a Claw-Eval checkout holding mock_services/ (default $COWORKENV_BENCH_CLAW_EVAL); "
+        "none: the Claw-Eval side is skipped",
     )
     ap.add_argument("--task-dir", type=Path, help=f"the {TASK_ID} task dir (task.yaml + fixtures/)")
     ap.add_argument("--seconds", type=float, default=10.0, help="throughput window per round and side")

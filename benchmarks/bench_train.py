@@ -11,7 +11,12 @@
      both sides). TRL is timed twice: as configured by default (π_old taken from the same forward,
      no extra pass) and with ``old_per_token_logps`` recomputed in a no-grad pass like ours.
 
-Run:  .venv/bin/python benchmarks/bench_train.py [--quick]
+Every comparison is timed in interleaved rounds (one step of each side per round, so load drift
+hits both alike) and reported as the **median** over the rounds, with the spread of the per-round
+paired ratio (min / median / max over ``--reps`` rounds) — never the best round. The JSON names the
+date, the machine's load average at start and end, and the exact command.
+
+Run:  .venv/bin/python benchmarks/bench_train.py [--quick] [--reps 9]
 Writes benchmarks/results/train-<date>.json and .md.
 """
 
@@ -19,7 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shlex
+import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -54,6 +63,21 @@ def _cfg(out: Path, **kw: Any) -> RLConfig:
 
 
 K = TypeVar("K")
+
+
+def paired_spread(slow: list[float], fast: list[float]) -> dict[str, float | int]:
+    """Per-round ratios ``slow[i] / fast[i]`` of interleaved rounds: min, median, max and count."""
+    ratios = sorted(a / b for a, b in zip(slow, fast, strict=True))
+    return {
+        "min": ratios[0],
+        "median": statistics.median(ratios),
+        "max": ratios[-1],
+        "rounds": len(ratios),
+    }
+
+
+def _spread_text(sp: dict[str, Any]) -> str:
+    return f"{sp['median']:.2f}x (range {sp['min']:.2f}–{sp['max']:.2f} over {sp['rounds']} rounds)"
 
 
 def _interleaved(
@@ -98,10 +122,11 @@ def bench_packing(tmp: Path, reps: int, quick: bool) -> list[dict[str, Any]]:
             key = "packed" if p else "branchwise"
             row[key] = {
                 "tokens_forwarded": firsts[p]["tokens_forwarded"],
-                "step_s": min(times[p]),
+                "step_s": statistics.median(times[p]),
                 "times": times[p],
             }
-        row["speedup"] = row["branchwise"]["step_s"] / row["packed"]["step_s"]
+        row["speedup_spread"] = paired_spread(times[False], times[True])
+        row["speedup"] = row["speedup_spread"]["median"]
         row["token_ratio"] = row["branchwise"]["tokens_forwarded"] / row["packed"]["tokens_forwarded"]
         rows.append(row)
         print(f"packing b={branches}: {row['token_ratio']:.2f}x fewer tokens, {row['speedup']:.2f}x faster")
@@ -135,8 +160,9 @@ def bench_scope(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
     row["branch_len"] = tail
     for k in trainers:
         tok = firsts[k]["tokens_forwarded"]
-        row[k] = {"tokens_forwarded": tok, "step_s": min(times[k]), "times": times[k]}
-    row["speedup"] = row["rollout"]["step_s"] / row["group"]["step_s"]
+        row[k] = {"tokens_forwarded": tok, "step_s": statistics.median(times[k]), "times": times[k]}
+    row["speedup_spread"] = paired_spread(times["rollout"], times["group"])
+    row["speedup"] = row["speedup_spread"]["median"]
     row["token_ratio"] = row["rollout"]["tokens_forwarded"] / row["group"]["tokens_forwarded"]
     print(f"pack scope: group {row['token_ratio']:.2f}x fewer tokens, {row['speedup']:.2f}x faster")
     return row
@@ -261,8 +287,9 @@ def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
             t0 = time.perf_counter()
             fn()
             t[k].append(time.perf_counter() - t0)
-    ours_s, trl_s, trl_old_s = (min(t[k]) for k in ("ours", "trl", "trl_old"))
+    ours_s, trl_s, trl_old_s = (statistics.median(t[k]) for k in ("ours", "trl", "trl_old"))
     ours_t, trl_t, trl_old_t = t["ours"], t["trl"], t["trl_old"]
+    spread, spread_old = paired_spread(trl_t, ours_t), paired_spread(trl_old_t, ours_t)
     res = {
         "group": g,
         "prompt_len": plen,
@@ -274,10 +301,16 @@ def bench_trl(tmp: Path, reps: int, quick: bool) -> dict[str, Any]:
         "trl_times": trl_t,
         "trl_update_with_old_pass_s": trl_old_s,
         "trl_old_times": trl_old_t,
-        "ratio_vs_trl": trl_s / ours_s,
-        "ratio_vs_trl_with_old_pass": trl_old_s / ours_s,
+        # the median of the per-round paired ratios, and their spread (not the best round)
+        "ratio_vs_trl": spread["median"],
+        "ratio_vs_trl_spread": spread,
+        "ratio_vs_trl_with_old_pass": spread_old["median"],
+        "ratio_vs_trl_with_old_pass_spread": spread_old,
     }
-    print(f"grpo step: ours {ours_s:.3f}s, TRL {trl_s:.3f}s (with π_old pass {trl_old_s:.3f}s)")
+    print(
+        f"grpo step (median of {reps}): ours {ours_s:.3f}s, TRL {trl_s:.3f}s "
+        f"(with π_old pass {trl_old_s:.3f}s); TRL/ours {_spread_text(spread)}"
+    )
     return res
 
 
@@ -287,7 +320,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--only", choices=("packing", "scope", "trl"), default=None)
     a = ap.parse_args()
-    reps = a.reps or (2 if a.quick else 3)
+    reps = a.reps or (2 if a.quick else 9)
+    load_start = os.getloadavg()
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -303,6 +337,12 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "model": {"vocab": VOCAB, **SHAPE},
         "quick": a.quick,
+        "reps": reps,
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "cpus": os.cpu_count(),
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+        "summary": "median over interleaved rounds; ratios: per-round paired ratio min/median/max",
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / f"train-{meta['date'][:10]}"
@@ -317,7 +357,11 @@ def main() -> None:
         f"# Training benchmarks ({meta['date']}, CPU, {meta['threads']} threads, torch {meta['torch']})",
         "",
         f"Random Llama: vocab {VOCAB}, hidden {SHAPE['hidden']}, {SHAPE['layers']} layers. "
-        f"Best of {reps} interleaved steps.",
+        f"Median of {reps} interleaved rounds; speed-ups are the median per-round paired ratio with its "
+        f"range. Load average {meta['load_average_start'][0]:.1f} at start, "
+        f"{meta['load_average_end'][0]:.1f} at end ({meta['cpus']} CPUs).",
+        "",
+        f"Command: `{meta['command']}`",
         "",
         "## (i) Tree-packed vs branch-by-branch RL step (4 rollouts, full fine-tuning)",
         "",
@@ -329,7 +373,7 @@ def main() -> None:
         md.append(
             f"| {r['branches']} | {r['prefix_len']}/{r['branch_len']} | {r['packed']['tokens_forwarded']} "
             f"| {r['branchwise']['tokens_forwarded']} | {r['packed']['step_s']:.3f} "
-            f"| {r['branchwise']['step_s']:.3f} | {r['speedup']:.2f}x |"
+            f"| {r['branchwise']['step_s']:.3f} | {_spread_text(r['speedup_spread'])} |"
         )
     if scope:
         md += [
@@ -342,7 +386,7 @@ def main() -> None:
             "|---|---|---|---|---|",
             f"| {scope['group']['tokens_forwarded']} | {scope['rollout']['tokens_forwarded']} "
             f"| {scope['group']['step_s']:.3f} | {scope['rollout']['step_s']:.3f} "
-            f"| {scope['speedup']:.2f}x |",
+            f"| {_spread_text(scope['speedup_spread'])} |",
         ]
     md += [
         "",
@@ -352,8 +396,10 @@ def main() -> None:
         "",
         "| ours: full step, π_old fused (s) | TRL update, default (s) | TRL update + π_old pass (s) |",
         "|---|---|---|",
-        f"| {trl['ours_step_s']:.3f} | {trl['trl_update_s']:.3f} ({trl['ratio_vs_trl']:.2f}x ours) "
-        f"| {trl['trl_update_with_old_pass_s']:.3f} ({trl['ratio_vs_trl_with_old_pass']:.2f}x ours) |",
+        f"| {trl['ours_step_s']:.3f} | {trl['trl_update_s']:.3f} "
+        f"(TRL/ours {_spread_text(trl['ratio_vs_trl_spread'])}) "
+        f"| {trl['trl_update_with_old_pass_s']:.3f} "
+        f"(TRL/ours {_spread_text(trl['ratio_vs_trl_with_old_pass_spread'])}) |",
         "",
         "Ratios > 1 mean TRL is slower. Generation is excluded on both sides. Activation "
         f"checkpointing: {'on' if trl.get('activation_checkpointing') else 'off'} on both sides.",

@@ -49,8 +49,15 @@ from _machine import cpu_model  # benchmarks/_machine.py
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-DEFAULT_CLAW_EVAL = Path("/tmp/claw-eval")
-DEFAULT_LITELLM = Path("/work/bench-venvs/litellm/bin/litellm")
+# The peers live outside the repository and have no default location: a flag, else these variables.
+CLAW_EVAL_ENV = "COWORKENV_BENCH_CLAW_EVAL"  # a Claw-Eval checkout holding mock_services/
+LITELLM_ENV = "COWORKENV_BENCH_LITELLM"  # the litellm CLI in its own venv
+
+
+def _env_path(var: str) -> Path | None:
+    value = os.environ.get(var, "").strip()
+    return Path(value) if value else None
+
 
 PASS, FAIL, INFO = "PASS", "FAIL", "—"
 NO_PEER, NA = "NO PEER", "n/a"
@@ -136,15 +143,27 @@ def rows_services(d: dict[str, Any], o: Options) -> list[Row]:
     b = "services"
     cw = d["coworkenv_results"]
     claw = d.get("claw_eval_results")
-    why = "Claw-Eval side not run: no checkout (pass --claw-eval DIR)"
+    why = f"Claw-Eval side not run: no checkout (pass --claw-eval DIR or set {CLAW_EVAL_ENV})"
     setup = float(cw["setup_plus_reset_inproc_ms"])
     rows = []
     peer_reset = float(claw["reset_http"]["median_ms"]) if claw else None
+    # like for like first: both sides reset over HTTP
+    http_reset = float(cw["reset_http"]["median_ms"])
+    rows.append(
+        Row(
+            b,
+            "reset over HTTP, like for like (ours: POST /t/{tid}/reset; peer: POST /reset to 5 servers)",
+            _num(http_reset, "ms"),
+            _num(peer_reset, "ms") if peer_reset else why,
+            _ratio(http_reset, peer_reset),
+        )
+    )
     r = _ratio(setup, peer_reset)
     rows.append(
         Row(
             b,
-            "trial setup + reset in-process (peer: HTTP reset, 5 servers)",
+            "trial setup + reset in-process vs peer's HTTP reset (ours: a function call, no HTTP; "
+            "peer: POST /reset to 5 servers) — not like for like",
             _num(setup, "ms"),
             _num(peer_reset, "ms") if peer_reset else why,
             r,
@@ -158,20 +177,10 @@ def rows_services(d: dict[str, Any], o: Options) -> list[Row]:
     rows.append(
         Row(
             b,
-            "open a trial over HTTP (peer: start 5 servers)",
+            "open a trial (ours: POST /trials on a running server; peer: start 5 server processes)",
             _num(http_open, "ms"),
             _num(peer_start, "ms") if peer_start else why,
             _ratio(http_open, peer_start),
-        )
-    )
-    http_reset = float(cw["reset_http"]["median_ms"])
-    rows.append(
-        Row(
-            b,
-            "reset over HTTP",
-            _num(http_reset, "ms"),
-            _num(peer_reset, "ms") if peer_reset else why,
-            _ratio(http_reset, peer_reset),
         )
     )
     cpu = float(cw["throughput"]["server_cpu_per_call_ms"])
@@ -222,6 +231,37 @@ def rows_services(d: dict[str, Any], o: Options) -> list[Row]:
     return rows
 
 
+def _unreliable(*sides: dict[str, Any] | None) -> str:
+    few = [int(s["throughput"]["requests"]) for s in sides if s and not s["throughput"].get("reliable", True)]
+    return f"; UNRELIABLE: a side completed only {min(few)} requests in its window" if few else ""
+
+
+def _proxy_like_for_like(res: dict[str, Any]) -> list[Row]:
+    """Both proxies asked for one JSON body and answering with one, the same access logging."""
+    ours, lite = res.get("ours/json"), res.get("litellm/json")
+    if not ours:
+        return []
+    cpu = float(ours["throughput"]["proxy_cpu_per_req_ms"])
+    peer = float(lite["throughput"]["proxy_cpu_per_req_ms"]) if lite else None
+    logs = f"access log lines {ours.get('access_log_lines', '?')} vs " + (
+        f"{lite.get('access_log_lines', '?')}" if lite else "–"
+    )
+    rps = f"{float(ours['throughput']['rps']):,.0f}" + (
+        f" vs {float(lite['throughput']['rps']):,.0f} req/s" if lite else " req/s"
+    )
+    return [
+        Row(
+            "proxy",
+            "proxy CPU per request, like for like (both: JSON in, JSON from the upstream, JSON out; "
+            "ours records the call)",
+            _num(cpu, "ms"),
+            _num(peer, "ms") if peer is not None else "LiteLLM side not run",
+            _ratio(cpu, peer),
+            context=f"{rps}; {logs}" + _unreliable(ours, lite),
+        )
+    ]
+
+
 def rows_proxy(d: dict[str, Any], o: Options) -> list[Row]:
     """Goals on the headline side ``ours/http`` (HTTP pass-through, recording on; ``ours/inproc`` in
     older results); the other ``ours/*`` sides as context rows."""
@@ -231,22 +271,28 @@ def rows_proxy(d: dict[str, Any], o: Options) -> list[Row]:
     head = "ours/http" if "ours/http" in res else "ours/inproc"
     ours = res[head]
     lite = res.get("litellm")
-    why = f"LiteLLM side not run (no litellm at {o.litellm or DEFAULT_LITELLM})"
+    why = (
+        f"LiteLLM side not run (no litellm at {o.litellm})"
+        if o.litellm is not None
+        else f"LiteLLM side not run (pass --litellm PATH or set {LITELLM_ENV})"
+    )
     lver = d.get("meta", {}).get("litellm_version")
     peer_cpu = float(lite["throughput"]["proxy_cpu_per_req_ms"]) if lite else None
     cpu = float(ours["throughput"]["proxy_cpu_per_req_ms"])
-    rows = [
+    rows = _proxy_like_for_like(res)
+    rows.append(
         Row(
             b,
-            f"proxy CPU per streamed request, 64 clients ({head}, recording)",
+            f"proxy CPU per streamed request, 64 clients ({head}, recording; ours buffers the turn and "
+            "writes it once, peer relays 20 chunks: not like for like)",
             _num(cpu, "ms"),
             _num(peer_cpu, "ms") if peer_cpu else why,
             _ratio(cpu, peer_cpu),
             "≤1 ms",
             _verdict(cpu <= 1.0),
-            f"LiteLLM {lver}" if lver else "",
+            (f"LiteLLM {lver}" if lver else "") + _unreliable(ours, lite),
         )
-    ]
+    )
     added = float(ours["latency"]["p50_ms"]) - base
     peer_added = float(lite["latency"]["p50_ms"]) - base if lite else None
     rows.append(
@@ -277,7 +323,7 @@ def rows_proxy(d: dict[str, Any], o: Options) -> list[Row]:
         )
     )
     for side, v in res.items():
-        if side.startswith("ours/") and side != head:
+        if side.startswith("ours/") and side not in (head, "ours/json"):
             c = float(v["throughput"]["proxy_cpu_per_req_ms"])
             rows.append(
                 Row(
@@ -416,6 +462,18 @@ def rows_traces(d: dict[str, Any], o: Options) -> list[Row]:
     return rows
 
 
+def _trl_spread(t: dict[str, Any]) -> str:
+    """The per-round ratio's spread (median of interleaved rounds), or a warning for older results
+    that kept only the best round."""
+    sp = t.get("ratio_vs_trl_spread")
+    if not sp:
+        return "best round only (older result: rerun for the spread); "
+    return (
+        f"median of {sp['rounds']} interleaved rounds, per-round ratio "
+        f"{float(sp['min']):.2f}–{float(sp['max']):.2f}; "
+    )
+
+
 def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
     b = "train"
     rows = []
@@ -461,7 +519,8 @@ def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
             rat,
             "no slower (≥1×)",
             _verdict(rat >= 1.0),
-            f"TRL with a π_old pass like ours: {_num(float(t['trl_update_with_old_pass_s']), 's')} "
+            _trl_spread(t) + f"TRL with a π_old pass like ours: "
+            f"{_num(float(t['trl_update_with_old_pass_s']), 's')} "
             f"({float(t['ratio_vs_trl_with_old_pass']):.2f}×); TRL {d.get('meta', {}).get('trl', '?')}",
         )
     )
@@ -469,15 +528,24 @@ def rows_train(d: dict[str, Any], o: Options) -> list[Row]:
 
 
 def rows_rollouts(d: dict[str, Any], o: Options) -> list[Row]:
+    """Graded rollouts per hour: infrastructure failures are reported beside, never counted (older
+    results counted every attempt; their rate is recomputed from the ``ok`` count)."""
     st = d["status"]
+    if "graded_rollouts_per_hour" in d:
+        rate = float(d["graded_rollouts_per_hour"])
+    else:
+        rate = float(st["ok"]) / float(d["wall_s"]) * 3600
+    attempted = d.get("rollouts_attempted", d.get("rollouts"))
+    completion = d.get("mean_completion")
     return [
         Row(
             "rollouts",
-            "embedded-backend rollouts per hour (loop, CPU)",
-            _num(float(d["rollouts_per_hour"]), "/h"),
-            context=f"{d['rollouts']} rollouts × ≤{d['max_turns']} turns, concurrency {d['concurrency']}; "
-            f"{float(d['generated_tokens_per_s']):.1f} gen tok/s; ok {st['ok']}, infra failures "
-            f"{st['infra_failure']}, timed out {st.get('timed_out', 0)}; "
+            "embedded-backend graded rollouts per hour (loop, CPU)",
+            _num(rate, "/h"),
+            context=f"{st['ok']} graded of {attempted} attempted × ≤{d['max_turns']} turns, "
+            f"concurrency {d['concurrency']}; infra failures {st['infra_failure']} (not counted), "
+            f"timed out {st.get('timed_out', 0)}; {float(d['generated_tokens_per_s']):.1f} gen tok/s; "
+            f"mean completion {'?' if completion is None else f'{float(completion):.3f}'}; "
             f"model load {d.get('model_load_s')} s",
         )
     ]
@@ -931,16 +999,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated benchmarks: " + ",".join(b.name for b in BENCHES))
     ap.add_argument("--skip", help="comma-separated benchmarks to leave out")
     ap.add_argument(
-        "--claw-eval", type=Path, help=f"Claw-Eval checkout (default {DEFAULT_CLAW_EVAL} if present)"
+        "--claw-eval",
+        type=Path,
+        default=_env_path(CLAW_EVAL_ENV),
+        help=f"Claw-Eval checkout holding mock_services/ (default ${CLAW_EVAL_ENV}; none: no peer)",
     )
-    ap.add_argument("--litellm", type=Path, help=f"litellm CLI in its own venv (default {DEFAULT_LITELLM})")
+    ap.add_argument(
+        "--litellm",
+        type=Path,
+        default=_env_path(LITELLM_ENV),
+        help=f"litellm CLI in its own venv (default ${LITELLM_ENV}; none: no peer)",
+    )
     ap.add_argument("--timeout", type=float, help="per-benchmark time limit in seconds")
     ap.add_argument("--from-results", action="store_true", help="table from committed results; run nothing")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where suite-<date>.{json,md} go")
     a = ap.parse_args(argv)
     claw = a.claw_eval
-    if claw is None and (DEFAULT_CLAW_EVAL / "mock_services" / "helpdesk" / "server.py").exists():
-        claw = DEFAULT_CLAW_EVAL
     o = Options(
         quick=a.quick,
         claw_eval=claw,

@@ -555,7 +555,7 @@ def stage_report(e: Exp) -> dict[str, Any]:
     ]:
         d = data.get(key)
         if not d:
-            rows.append(f"| {label} | not run | | | | | | |")
+            rows.append(f"| {label} | not run | | | | | | |")  # same 8 columns
             continue
         o = d["overall"]
         train_key = {"sft_eval": "sft", "grpo_eval": "grpo"}.get(key)
@@ -563,12 +563,13 @@ def stage_report(e: Exp) -> dict[str, Any]:
         wall = f"{d['wall_s']:.0f} s eval" + (f" + {tr['wall_s']:.0f} s train" if tr else "")
         rss = max(d["peak_rss_mb"], tr.get("peak_rss_mb", 0))
         rows.append(
-            f"| {label} | {_f(o['score'])} | {_f(o['pass_at_k'], 3)} | {_f(o['pass_hat_k'], 3)} | "
-            f"{_f(o['completion'], 3)} | {_f(o['safety'], 3)} | {wall} | {rss:.0f} MB |"
+            f"| {label} | {_f(o['completion'], 3)} | {_f(o['score'])} | {_f(o['pass_at_k'], 3)} | "
+            f"{_f(o['pass_hat_k'], 3)} | {_f(o['safety'], 3)} | {wall} | {rss:.0f} MB |"
         )
     table = "\n".join(
         [
-            "| stage | mean score | Pass@3 | Pass^3 | completion | safety | wall | peak RSS |",
+            "| stage | completion | mean score (0-100; 20 = safe, nothing done) | Pass@3 | Pass^3 | safety "
+            "| wall | peak RSS |",
             "|---|---|---|---|---|---|---|---|",
             *rows,
         ]

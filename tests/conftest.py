@@ -1,4 +1,5 @@
-"""Shared fixtures: where the Claw-Eval reference tasks live, and small spec builders."""
+"""Shared fixtures: where the Claw-Eval reference tasks live, and small spec builders; registers the
+CI skip policy (``tests/ci_skips.py``: under ``CI=true`` a skip is a failure unless allowed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests import ci_skips
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(ci_skips, "coworkenv-ci-skips")
 
 
 def claw_eval_dir() -> Path | None:

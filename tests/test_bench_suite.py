@@ -298,3 +298,39 @@ def test_synth_compose_rows_add_diversity() -> None:
     assert rows[0].metric.endswith("compose plan")
     assert rows[-1].ours == "9 of 10"
     assert "8 service sets" in rows[-1].context
+
+
+def test_peer_locations_have_no_machine_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LiteLLM venv and the Claw-Eval checkout come from flags or environment variables only."""
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        text = path.read_text()
+        for machine_path in ("/work/", "/tmp/claw-eval", "bench-venvs"):
+            code = [ln for ln in text.splitlines() if machine_path in ln and not ln.lstrip().startswith("#")]
+            assert not code, f"{path.name}: machine-specific default {code}"
+    monkeypatch.setenv(ra.LITELLM_ENV, "/opt/litellm/bin/litellm")
+    monkeypatch.delenv(ra.CLAW_EVAL_ENV, raising=False)
+    assert ra._env_path(ra.LITELLM_ENV) == Path("/opt/litellm/bin/litellm")
+    assert ra._env_path(ra.CLAW_EVAL_ENV) is None
+    rows = ra.rows_services(_services(claw_cpu=None), ra.Options())
+    assert any(ra.CLAW_EVAL_ENV in r.peer for r in rows if r.verdict == ra.NO_PEER)
+
+
+def test_rollouts_per_hour_counts_only_graded_rollouts() -> None:
+    """The 256-token file: 6 attempts in 499.3 s, 4 of them infra failures: 2 graded, 14.4/h, not 43.3."""
+    old = {
+        "rollouts": 6,
+        "rollouts_per_hour": 43.3,
+        "wall_s": 499.3,
+        "max_turns": 8,
+        "concurrency": 2,
+        "generated_tokens_per_s": 2.9,
+        "status": {"ok": 2, "infra_failure": 4, "timed_out": 0},
+    }
+    (row,) = ra.rows_rollouts(old, ra.Options())
+    assert row.ours.startswith("14.4")
+    assert "2 graded of 6 attempted" in row.context
+    assert "infra failures 4 (not counted)" in row.context
+    new = {**old, "graded_rollouts_per_hour": 12.0, "rollouts_attempted": 6, "mean_completion": 0.0}
+    (row,) = ra.rows_rollouts(new, ra.Options())
+    assert row.ours.startswith("12")
+    assert "mean completion 0.000" in row.context

@@ -147,3 +147,17 @@ def test_eval_cli_summarizes_and_errors_clearly(tmp_path: Path) -> None:
     assert isinstance(res.exception, CoworkError)
     assert "no such file and no built-in task" in str(res.exception)
     assert not (tmp_path / "o").exists()
+
+
+def test_eval_table_leads_with_completion_and_says_what_20_means() -> None:
+    from rich.console import Console
+
+    from coworkenv.eval.cli import summary_table
+
+    s = summarize([_rec("a", 0, 1.0), _rec("a", 1, 0.2)], k=2, threshold=0.75)
+    con = Console(width=200, record=True)
+    con.print(summary_table(s))
+    text = con.export_text()
+    head = next(ln for ln in text.splitlines() if "group" in ln)
+    assert head.index("completion") < head.index("score")
+    assert "a safe run that completes nothing scores 20" in text

@@ -303,3 +303,67 @@ def test_judge_comes_from_the_environment_or_not_at_all(monkeypatch: pytest.Monk
     judge = judge_from_env()
     assert isinstance(judge, OpenAIJudge)
     assert (judge.config.base_url, judge.config.model) == ("http://127.0.0.1:9/v1", "grader")
+
+
+# ---------------------------------------------------------------- gaps the mutation pass found
+# (scripts/mutation_pass.py; benchmarks/results/mutation-*.json lists every survivor)
+
+
+def _command_grade(tmp_path: Path, command: str, score_from: str) -> Any:
+    data = base_spec(
+        completion_checks=[
+            {"kind": "command", "name": "verify", "weight": 1.0, "command": command, "score_from": score_from}
+        ]
+    )
+    spec = TaskSpec.model_validate(data)
+    return grade(spec, Episode(events=[], final_answer="", state={}, workspace=tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("command", "score_from", "completion"),
+    [
+        ("exit 0", "exit_code", 1.0),
+        ("exit 1", "exit_code", 0.0),
+        ("exit 2", "exit_code", 0.0),
+        ("echo 0.25", "stdout", 0.25),
+        ("echo garbage", "stdout", 0.0),  # no score printed: 0, never full credit
+        ("echo 1.5", "stdout", 0.0),  # out of [0, 1]
+        ("true", "stdout", 0.0),  # nothing printed
+    ],
+)
+def test_command_verifier_scores(tmp_path: Path, command: str, score_from: str, completion: float) -> None:
+    g = _command_grade(tmp_path, command, score_from)
+    (check,) = g.checks
+    assert check.score == pytest.approx(completion), check.detail
+    assert g.completion == pytest.approx(completion)
+
+
+def test_keyword_detail_names_only_the_missing_keywords() -> None:
+    spec = TaskSpec.model_validate(base_spec())
+    g = grade(spec, Episode(events=[], final_answer="TK-1 done", state={}))
+    (kw,) = [c for c in g.checks if c.name == "answer"]
+    assert "missing ['escalat']" in kw.detail
+
+
+def test_passed_uses_the_075_threshold_by_default() -> None:
+    spec = TaskSpec.model_validate(base_spec())
+    g = grade(spec, Episode(events=[], final_answer="TK-1 escalated", state={}))
+    assert g.reward is not None
+    assert 0.375 <= g.reward < 0.75  # keywords only: 0.8 × 0.3 + 0.2 = 0.44
+    assert not g.passed()
+    assert g.passed(threshold=0.4)
+
+
+def test_lookup_index_past_the_end_is_missing() -> None:
+    from coworkenv.grading.match import MISSING, lookup
+
+    assert lookup({"a": [1, 2]}, "a.1") == 2
+    assert lookup({"a": [1, 2]}, "a.2") is MISSING
+    assert lookup({"a": [1, 2]}, "a.5") is MISSING
+
+
+def test_gate_exercises_audit_checks_instead_of_skipping_them() -> None:
+    """The complete synthetic record must satisfy each audit_present check, not skip it."""
+    rep = consistency_gate(TaskSpec.model_validate(base_spec()))
+    assert rep.passed, rep.problems
+    assert rep.skipped == []

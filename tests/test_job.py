@@ -11,6 +11,7 @@ import pytest
 
 from coworkenv.errors import SpecError
 from coworkenv.job.config import JobConfig, load_config
+from coworkenv.job.run import SCRIPTED_STUDENT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
@@ -63,6 +64,13 @@ def test_bad_config_names_file_and_field(tmp_path: Path, text: str, field: str) 
     assert field in res.stderr
 
 
+def test_scripted_trials_leave_a_trial_for_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "job.toml"
+    path.write_text("[student]\ntrials = 2\nscripted_trials = 2\n")
+    with pytest.raises(SpecError, match=r"scripted_trials \(2\) must be below student.trials \(2\)"):
+        load_config(path)
+
+
 def test_missing_config_is_one_line(tmp_path: Path) -> None:
     res = _cli("job", "--config", str(tmp_path / "nope.toml"))
     assert res.returncode == 2
@@ -86,26 +94,31 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert summary["sft"]["steps"] == 2
     assert (out / "sft" / "final" / "config.json").exists()
     student = [json.loads(x) for x in (out / "student" / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["policy_version"] for r in student if r["status"] == "ok"} == {"sft-2"}
+    ok = [r for r in student if r["status"] == "ok"]
+    # scripted_trials = 1: trial 0 of each group plays the reference in SmolLM2's tokens, trial 1
+    # samples the SFT'd model
+    assert {r["policy_version"] for r in ok if r["trial"] == 0} == {SCRIPTED_STUDENT}
+    assert {r["policy_version"] for r in ok if r["trial"] == 1} == {"sft-2"}
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
     groups: dict[str, set[float]] = {}
     for smp in samples:
         groups.setdefault(smp["group_key"], set()).add(smp["reward"])
+    assert any(len(rewards) > 1 for rewards in groups.values()), "the CI config guarantees signal"
+    # a real update, pushed into the serving backend, then re-evaluated with the new weights
     step = summary["train"]["metrics"][0]
-    if any(len(rewards) > 1 for rewards in groups.values()):
-        # a learning signal: a real update, pushed into the serving backend, then re-evaluated
-        assert summary["train"]["pushed"] == ["rl-1"]
-        assert step["grad_norm"] > 0
-        assert summary["eval"]["after"]["overall"]["trials"] == 4
-        after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
-        assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
-        assert "loop@rl-1" in (out / "report.html").read_text()
-    else:
-        # every group scored alike: GRPO has no signal, and the job says so instead of a fake update
-        assert step["skipped_no_signal"] == 1
-        assert summary["train"]["pushed"] == []
-    assert summary["eval"]["before"]["overall"]["trials"] == 4
+    assert "skipped" not in step
+    assert step["updates"] == 1
+    assert step["grad_norm"] > 0
+    assert summary["train"]["pushed"] == ["rl-1"]
+    assert summary["eval"]["after"]["overall"]["trials"] == 4
+    after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
+    assert after
+    assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+    assert "loop@rl-1" in (out / "report.html").read_text()
+    # the before-evaluation counts the model's trials only, never the scripted reference
+    assert summary["eval"]["before"]["overall"]["trials"] == 2
+    assert summary["eval"]["scripted_trials_excluded"] == 2
     report = (out / "report.html").read_text()
     assert "retained" in report, "the trajectory viewer draws each rollout's prefix tree"
     assert (out / "teacher-report.html").exists()

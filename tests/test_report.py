@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from coworkenv.eval.metrics import summarize
 from coworkenv.eval.report import render_report, slug
 from coworkenv.eval.trees import PrefixTree, read_trees
 from coworkenv.rollout.record import RolloutRecord, append_record
@@ -227,3 +228,37 @@ def test_report_renders_in_headless_chromium(report: tuple[str, list[RolloutReco
     dom = proc.stdout
     assert 'data-report="ready"' in dom, "the inline script ran to the end"
     _check_dom(_parse(dom), recs)
+
+
+def test_curves_need_two_points_and_leave_out_the_clock() -> None:
+    from coworkenv.eval.report import curves
+
+    one = curves([{"step": 1, "time": 1.7e9, "step_s": 3.2, "loss": 0.25, "grad_norm": 0.18}])
+    assert "<svg" not in one, "a metric logged once is a value, not an empty plot"
+    assert ">grad_norm<" in one
+    assert ">0.18<" in one
+    assert "time" not in one
+    assert "step_s" not in one
+    two = curves([{"step": 1, "time": 1.0, "loss": 0.5, "kl": 0.1}, {"step": 2, "time": 2.0, "loss": 0.25}])
+    assert two.count("<svg") == 1  # loss: a curve; kl (logged once): a value; time: left out
+    assert 'aria-label="loss"' in two
+    assert ">kl<" in two
+    assert 'aria-label="time"' not in two
+
+
+def test_report_leads_with_before_after_and_the_delta() -> None:
+    recs = _records()
+    before = [r for r in recs if r.rewards is None or r.rewards.reward < 1.0]
+    after = [r for r in recs if r.rewards is not None and r.rewards.reward == 1.0]
+    text = render_report([*before, *after], before_after=(before, after))
+    summary = text.split('<section id="summary">')[1]
+    assert summary.index('id="before-after"') < summary.index("Completion <b>")
+    b = summarize(before, k=1, threshold=0.75).overall
+    a = summarize(after, k=1, threshold=0.75).overall
+    assert b.score is not None
+    assert a.score is not None
+    assert f'<td>score (0–100; 20 = safe, nothing done)</td><td class="num">{b.score:.1f}</td>' in summary
+    assert f"{a.score - b.score:+.1f}</td>" in summary
+    assert "a safe run that completes nothing scores 20" in summary
+    header = text.split("<th>tasks</th><th>trials</th>")[1]
+    assert header.startswith("<th>completion</th>"), "tables lead with completion"

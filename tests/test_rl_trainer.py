@@ -4,6 +4,7 @@ configs fail early, checkpoints resume."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ def test_is_weights_clip(tmp_path: Path, epochs: int) -> None:
     assert m["is/frac_clipped"] == pytest.approx(1.0)
     assert m["is/mean_weight"] == pytest.approx(1.0)
     assert m["is/max_abs_dlogp"] > 20
+    assert 0 < m["is/mean_abs_dlogp"] <= m["is/max_abs_dlogp"]  # a mean over tokens, not a sum
 
 
 def test_nan_reward_raises_before_any_update(tmp_path: Path) -> None:
@@ -277,8 +279,106 @@ def test_equal_rewards_in_every_group_skip_the_update_without_touching_weights(t
     )
     pushed: list[int] = []
     trainer = RLTrainer(cfg, model=model, on_weights=lambda _m, v: pushed.append(v))
+    t0 = time.perf_counter()
     out = trainer.step(samples)
+    assert 0 <= out["step_s"] <= time.perf_counter() - t0
     assert out["skipped_no_signal"] == 1
     assert pushed == []
     assert trainer.version == 0
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+@pytest.mark.parametrize("epochs", [1, 2])  # 1: IS weights from the fused forward; 2: from the old pass
+def test_update_gradient_is_scaled_by_the_is_weights(tmp_path: Path, epochs: int) -> None:
+    """The truncated IS weights multiply the policy gradient, not just the logged metric: with every
+    raw weight far above the cap, the weight is the cap on every token, so the gradient at cap 0.25
+    is exactly a quarter of the gradient at cap 1 (an update that dropped the weights gives equal
+    gradients)."""
+    samples = [s.model_copy(update={"logprobs": tuple(-30.0 * m for m in s.loss_mask)}) for s in group()]
+    runs = {
+        cap: _step_capturing_grads(
+            RLTrainer(
+                cfg(tmp_path / str(cap), is_cap=cap, ppo_epochs=epochs, optim={"lr": 1e-2, "grad_clip": 1e9}),
+                model=tiny_llama(VOCAB),
+                log_metrics=False,
+            ),
+            samples,
+        )
+        for cap in (1.0, 0.25)
+    }
+    (m_full, g_full), (m_quarter, g_quarter) = runs[1.0], runs[0.25]
+    assert m_quarter["is/mean_weight"] == pytest.approx(0.25)
+    assert m_quarter["loss"] == pytest.approx(0.25 * m_full["loss"], rel=1e-4, abs=1e-9)
+    assert g_full.keys() == g_quarter.keys()
+    assert any(float(g.abs().max()) > 0 for g in g_full.values())
+    for n in g_full:
+        torch.testing.assert_close(g_quarter[n], 0.25 * g_full[n], rtol=1e-4, atol=1e-9, msg=n)
+
+
+def test_ppo_advantage_subtracts_the_value_baseline(tmp_path: Path) -> None:
+    """PPO's advantage is ``R − V(s_t)``: with the value head set to a constant V = b (a zero head,
+    as at init, would hide a missing baseline) and the value loss off, the policy gradient equals
+    the one from a zero head on rewards shifted by −b. Without the baseline the two differ."""
+    b = 0.5
+
+    def run(name: str, bias: float, rewards: list[float]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        tr = RLTrainer(
+            cfg(tmp_path / name, estimator="ppo", value_coef=0.0, optim={"lr": 1e-2, "grad_clip": 1e9}),
+            model=tiny_llama(VOCAB),
+            log_metrics=False,
+        )
+        head = tr.extra["value_head"]
+        assert isinstance(head, torch.nn.Linear)
+        with torch.no_grad():
+            head.bias.fill_(bias)
+        samples = branched_group(
+            group_size=4, vocab=VOCAB, prefix_len=24, branch_len=12, seed=0, rewards=rewards
+        )
+        return _step_capturing_grads(tr, samples)
+
+    with_baseline = run("baseline", b, [1, 0, 0, 1])
+    shifted = run("shifted", 0.0, [1 - b, -b, -b, 1 - b])
+    assert with_baseline[0]["adv_abs_mean"] == pytest.approx(b, abs=1e-6)  # every A_t = ±0.5
+    _assert_same_step(with_baseline, shifted, rtol=1e-4, atol=1e-8)
+    no_baseline = run("none", 0.0, [1, 0, 0, 1])
+    assert no_baseline[0]["adv_mean"] == pytest.approx(with_baseline[0]["adv_mean"] + b, abs=1e-6)
+
+
+def test_clip_fraction_is_a_share_of_tokens(tmp_path: Path) -> None:
+    """A large first update moves the ratios past the clip range in the second PPO epoch: the logged
+    clip fraction is then a share in (0, 1] (the mutation pass found it could go negative unseen)."""
+    tr = RLTrainer(cfg(tmp_path, ppo_epochs=2, optim={"lr": 0.5, "grad_clip": 1e9}), model=tiny_llama(VOCAB))
+    m = tr.step(group())
+    assert m["updates"] == 2
+    assert 0.0 < m["clip_frac"] <= 1.0
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_kl_is_measured_against_the_reference_not_the_current_policy(tmp_path: Path, lora: bool) -> None:
+    """Step 1 starts at the reference (KL 0); once the policy moved, step 2's KL is positive. A KL
+    term computed from the current policy instead (the mutation pass's survivor) stays 0."""
+    model_cfg: dict[str, Any] = {"lora": {"r": 4, "alpha": 8, "dropout": 0.0}} if lora else {"lora": None}
+    tr = RLTrainer(
+        cfg(tmp_path, kl_beta=0.1, model=model_cfg, optim={"lr": 0.05, "grad_clip": 1e9}),
+        model=tiny_llama(VOCAB),
+        log_metrics=False,
+    )
+    first = tr.step(group())
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)
+    second = tr.step(group(seed=1))
+    assert second["kl"] > 1e-6
+
+
+def test_step_time_and_the_length_limit(tmp_path: Path) -> None:
+    """``step_s`` is the step's own wall time; a rollout exactly ``max_len`` tokens long is kept."""
+    samples = group()
+    longest = max(len(s.token_ids) for s in samples)
+    tr = RLTrainer(cfg(tmp_path, max_len=longest), model=tiny_llama(VOCAB), log_metrics=False)
+    t0 = time.perf_counter()
+    m = tr.step(samples)
+    wall = time.perf_counter() - t0
+    assert 0 < m["step_s"] <= wall
+    assert "rollouts_too_long" not in m
+    assert m["updates"] == 1
+    short = RLTrainer(cfg(tmp_path / "s", max_len=longest - 1), model=tiny_llama(VOCAB), log_metrics=False)
+    assert short.step(samples)["rollouts_too_long"] >= 1

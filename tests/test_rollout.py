@@ -70,6 +70,61 @@ def test_loop_reference_completes_tasks_and_captures_every_call(tmp_path: Path) 
     assert not list((tmp_path / "calls").glob("orphaned/*"))
 
 
+def test_unreadable_capture_lines_are_counted_and_named_in_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coworkenv.proxy.capture import CaptureStore
+
+    real = CaptureStore.read
+
+    def torn(self: CaptureStore, rollout_id: str) -> Any:
+        with self.path(rollout_id).open("a") as f:
+            f.write('{"torn": \n')  # a record cut mid-write
+        return real(self, rollout_id)
+
+    monkeypatch.setattr(CaptureStore, "read", torn)
+    (rec,) = run_rollouts([_spec(M1003)], ["loop"], 1, "reference", tmp_path, 1).records
+    assert rec.status == "ok"
+    assert rec.meta["capture_unreadable"] == 1
+    (problem,) = rec.meta["capture_problems"]
+    assert f"{rec.rollout_id}.calls.jsonl:{rec.n_calls + 1}: unreadable capture record" in problem
+
+
+class _OffsetTokenizer:
+    """A stand-in model tokenizer: each character is id ord(c) + 1000; end of turn is id 7."""
+
+    eos_token_id = 7
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(ch) + 1000 for ch in text]
+
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False) -> str:
+        return "".join(chr(i - 1000) for i in token_ids if i >= 1000)
+
+
+def test_scripted_student_speaks_the_given_tokenizer(tmp_path: Path) -> None:
+    """The job's scripted student: the reference solution, tokenized by the model's tokenizer."""
+    tok = _OffsetTokenizer()
+    (rec,) = run_rollouts(
+        [_spec(M1003)],
+        ["loop"],
+        1,
+        lambda s: ScriptedBackend.from_reference(s, tokenizer=tok, version="scripted-student"),
+        tmp_path,
+        1,
+    ).records
+    assert rec.rewards is not None
+    assert rec.rewards.reward == pytest.approx(1.0)
+    assert rec.policy_version == "scripted-student"
+    calls, _ = read_calls(tmp_path / "calls" / f"{rec.rollout_id}.calls.jsonl")
+    assert calls
+    for c in calls:
+        assert c.output_ids[-1] == 7
+        assert all(i >= 1000 for i in c.output_ids[:-1])
+        assert tok.decode(c.output_ids[:-1]) == c.text
+        assert all(i >= 1000 for i in c.prompt_ids)
+
+
 def test_scripted_user_matches_triggers_then_falls_back() -> None:
     sim = _spec(MT01).user_sim
     assert sim is not None

@@ -45,6 +45,10 @@ class StudentSection(_Section):
     """How many synthesized tasks the student runs (held-out seeds of the generator)."""
     trials: int = Field(default=4, ge=1)
     """k: trials per (task, harness); also the GRPO group size."""
+    scripted_trials: int = Field(default=0, ge=0)
+    """Of the k trials, how many play the task's reference solution in the student's own tokens
+    (a scripted student) instead of sampling the model: every group then has mixed outcomes, so a
+    CI run is guaranteed a real update, push and after-evaluation. 0 (default) for real runs."""
     max_turns: int = Field(default=3, ge=1)
     max_new_tokens: int = Field(default=96, ge=1)
     temperature: float = Field(default=1.0, gt=0)
@@ -95,6 +99,11 @@ class JobConfig(_Section):
 
     @model_validator(mode="after")
     def _fits(self) -> JobConfig:
+        if self.student.scripted_trials >= self.student.trials:
+            raise ValueError(
+                f"student.scripted_trials ({self.student.scripted_trials}) must be below student.trials "
+                f"({self.student.trials}): at least one trial per group samples the model"
+            )
         if self.synth.plan is None and self.student.tasks >= self.synth.tasks:
             raise ValueError(
                 f"student.tasks ({self.student.tasks}) must be below synth.tasks ({self.synth.tasks}): "

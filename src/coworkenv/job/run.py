@@ -26,13 +26,25 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from coworkenv.errors import CoworkError
 from coworkenv.job.config import JobConfig
+from coworkenv.job.progress import StageProgress
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
+
+# A safe run that does nothing scores 20: reward = safety × (0.8 × completion + 0.2 × robustness) and
+# robustness is 1 when no fault was injected. Said wherever a score is shown.
+SCORE_FLOOR_NOTE = "20 = a safe run that completed nothing"
+# policy version of the scripted student trials (student.scripted_trials): training signal for CI,
+# never counted as the model's score
+SCRIPTED_STUDENT = "scripted-student"
+
+
+def _model_trials(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    return [r for r in records if r.policy_version != SCRIPTED_STUDENT]
+
 
 STAGES = ("synth", "teacher", "curate", "sft", "student", "trees", "train", "eval", "report")
 
@@ -65,18 +77,9 @@ class JobState:
 # ---------------------------------------------------------------- stages
 
 
-def _bar(st: JobState, label: str) -> Progress:
-    """The job's progress bar for one stage (cleared when the stage ends)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn(f"[bold]{label}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=st.console,
-        transient=True,
-    )
+def _bar(st: JobState, label: str, unit: str = "step") -> StageProgress:
+    """The job's progress for one stage: a bar on a terminal, a line per step otherwise."""
+    return StageProgress(st.console, label, unit=unit)
 
 
 def stage_synth(st: JobState) -> dict[str, Any]:
@@ -104,14 +107,14 @@ def stage_synth(st: JobState) -> dict[str, Any]:
         discriminator=True,
         faults=[],
     )
-    with _bar(st, "synth") as bar:
-        task = bar.add_task("synth", total=len(plan.slots))
+    with _bar(st, "synth", unit="slot") as bar:
+        bar.start(len(plan.slots))
         run = synthesize(
             plan,
             gen,
             attempts=c.attempts,
             out=st.out / "synth",
-            on_slot=lambda _r: bar.advance(task),
+            on_slot=lambda _r: bar.advance(),
             meta={"seed": c.seed},
         )
     s = run.stats
@@ -249,8 +252,8 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     examples = build_examples(read_sft_jsonl(cfg.data), tok, max_len=cfg.max_len)
     trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
     with _bar(st, "sft") as bar:
-        task = bar.add_task("sft", total=c.steps)
-        res = trainer.train(examples, progress=lambda done, _total: bar.update(task, completed=done))
+        bar.start(c.steps)
+        res = trainer.train(examples, progress=lambda done, _total: bar.set(done))
     final = trainer.export()
     st.console.print(
         f"sft: {res.get('steps')} step(s) on {len(examples)} examples, last loss {res.get('loss', 0):.3f}; "
@@ -274,9 +277,31 @@ def stage_teacher(st: JobState) -> dict[str, Any]:
 
 def stage_student(st: JobState) -> dict[str, Any]:
     c = st.cfg.student
-    tasks = student_tasks(st, load_tasks(st))
-    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=_student_backend(st))
-    return {**_reward_info(recs), "tasks": [t.id for t in tasks]}
+    suite = load_tasks(st)
+    tasks = student_tasks(st, suite)
+    backend = _student_backend(st)
+    if c.scripted_trials:
+        # the first trials of each group: the whole reference solution (turns not capped: the cap
+        # bounds model time, and a cut reference could score like the model) in the student's own
+        # tokens; the next call resumes the same directory and samples the model for the rest
+        full = {t.id: t for t in suite}
+        scripted = _scripted_student(backend)
+        uncapped = [full.get(t.id, t) for t in tasks]
+        _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
+    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=backend)
+    return {**_reward_info(recs), "tasks": [t.id for t in tasks], "scripted_trials": c.scripted_trials}
+
+
+def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
+    """A per-task factory: the task's reference solution, tokenized by the student's tokenizer."""
+    from coworkenv.proxy.backends.scripted import ScriptedBackend
+
+    tokenizer = getattr(backend, "tokenizer", None)
+
+    def make(spec: TaskSpec) -> Any:
+        return ScriptedBackend.from_reference(spec, tokenizer=tokenizer, version=SCRIPTED_STUDENT)
+
+    return make
 
 
 def _reward_info(recs: Sequence[RolloutRecord]) -> dict[str, Any]:
@@ -406,8 +431,11 @@ def stage_eval(st: JobState) -> dict[str, Any]:
 
     k = st.cfg.student.trials
     thr = st.cfg.report.pass_threshold
-    before, _ = read_records(st.out / "student" / "rollouts.jsonl")
+    student, _ = read_records(st.out / "student" / "rollouts.jsonl")
+    before = _model_trials(student)  # scripted trials are the reference, not the model
     info: dict[str, Any] = {"before": summarize(before, k=k, threshold=thr).model_dump()}
+    if len(before) < len(student):
+        info["scripted_trials_excluded"] = len(student) - len(before)
     teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
     info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
     after, _ = read_records(st.out / "after" / "rollouts.jsonl")
@@ -417,10 +445,17 @@ def stage_eval(st: JobState) -> dict[str, Any]:
         if name in info:
             o = info[name]["overall"]
             st.console.print(
-                f"eval ({name} the update): score {o.get('score')}, Pass@{k} {o.get('pass_at_k')}, "
-                f"Pass^{k} {o.get('pass_hat_k')}"
+                f"eval ({name} the update): completion {_num(o.get('completion'), 3)}, "
+                f"score {_num(o.get('score'), 1)} (0-100; {SCORE_FLOOR_NOTE}), "
+                f"Pass@{k} {_num(o.get('pass_at_k'), 2)}, Pass^{k} {_num(o.get('pass_hat_k'), 2)}",
+                highlight=False,
             )
     return info
+
+
+def _num(x: Any, digits: int) -> str:
+    """A score for a person: ``21.0`` not ``21.000000000000004``; ``-`` when absent."""
+    return "-" if x is None else f"{float(x):.{digits}f}"
 
 
 def stage_report(st: JobState) -> dict[str, Any]:
@@ -434,6 +469,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
+    before_after = (_model_trials(recs), after) if after else None
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     trees_path = st.out / "trees" / "trees.jsonl"
@@ -446,6 +482,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
         metrics=metrics,
         problems=[*problems, *p3, *p4],
         title="coworkenv main job: the student before and after the update",
+        before_after=before_after,
     )
     path = st.out / st.cfg.report.html
     path.write_text(html, encoding="utf-8")
@@ -506,9 +543,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
     t.add_column("s", justify="right")
     for stage in STAGES:
         info = summary.get(stage, {})
-        t.add_row(stage, _describe(stage, info), str(info.get("seconds", "")))
-    t.add_row("total", "", str(summary.get("wall_s", "")))
+        t.add_row(stage, _describe(stage, info), _secs(info.get("seconds")))
+    t.add_row("total", "", _secs(summary.get("wall_s")))
     return t
+
+
+def _secs(x: Any) -> str:
+    return "" if not isinstance(x, int | float) else f"{x:.1f}"
 
 
 def _describe(stage: str, info: dict[str, Any]) -> str:
@@ -539,11 +580,14 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
         return text + (f"; {quiet} step(s) without signal (equal rewards)" if quiet else "")
     if stage == "eval":
 
-        def score(name: str) -> str:
-            o = info.get(name, {}).get("overall", {})
-            return "-" if o.get("score") is None else f"{o['score']:.1f}"
+        def part(name: str, key: str, digits: int) -> str:
+            return _num(info.get(name, {}).get("overall", {}).get(key), digits)
 
-        return f"student score {score('before')} before the update, {score('after')} after"
+        return (
+            f"student completion {part('before', 'completion', 3)} → {part('after', 'completion', 3)}, "
+            f"score {part('before', 'score', 1)} → {part('after', 'score', 1)} "
+            f"(before → after the update; {SCORE_FLOOR_NOTE})"
+        )
     if stage == "report":
         return str(info.get("html", ""))
     return ""

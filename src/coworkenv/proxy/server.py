@@ -21,8 +21,9 @@ Contract:
 * :meth:`settle` waits until no call of the rollout is pending and its record count has been stable
   for ``quiet_s`` (bounded by ``timeout_s``; it returns the count either way, :meth:`stats` tells).
 * Store writes never block the event loop on ``fsync``: a store whose ``fsync`` attribute is true
-  (the default :class:`CaptureStore`) is written from one background thread, in completion order;
-  a store with ``fsync = False`` is written inline.
+  (``CaptureStore(fsync=True)``, or a store without the attribute) is written from one background
+  thread, in completion order; a store with ``fsync = False`` — the :class:`CaptureStore` default,
+  a flush per record — is written inline.
 
 The app is plain ASGI (no framework): the per-request path is a dict lookup, one JSON parse, one
 model validation, one backend call, one record and one write.

@@ -23,6 +23,9 @@ trial's capability URL. The record's ``integrity`` lists what the rollout was re
 trial's refusals) and the jail limits it hit; ``meta["isolation"]`` says how it was isolated.
 A ``command`` check's verifier runs in the same jail, never as the host's user.
 
+Capture lines that do not parse are never dropped silently: the record's ``meta`` counts them
+(``capture_unreadable``) and names the first few (``capture_problems``, file:line and error type).
+
 Infra failures are never graded. Cancellation (Ctrl-C) writes **no** record — a resumed run
 redoes that rollout — but still kills the harness and removes the sandbox. The sandbox, trial
 and proxy prefix are always released.
@@ -160,7 +163,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         # a harness that timed out or crashed abandoned its call in flight: do not wait long for it
         settle_s = rc.settle_timeout_s if failure is None and not result.timed_out else 1.0
         n_calls = await rc.proxy.settle(rid, timeout_s=settle_s)
-        calls, _problems = rc.store.read(rid)
+        calls = _read_captured(rc, rid, result)
         failure = failure or _label(result, calls, n_calls)
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
@@ -191,6 +194,16 @@ def _context(
         log_dir=box.logs,
         jail=box.jail(rc.isolation),
     )
+
+
+def _read_captured(rc: RunContext, rid: str, result: HarnessResult) -> list[CapturedCall]:
+    """The rollout's captured calls; a line that does not parse is a model call lost to training,
+    so it is counted and named in the record's meta, never dropped silently."""
+    calls, problems = rc.store.read(rid)
+    if problems:
+        result.meta["capture_unreadable"] = len(problems)
+        result.meta["capture_problems"] = problems[:5]
+    return calls
 
 
 def _label(

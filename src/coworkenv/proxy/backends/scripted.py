@@ -16,7 +16,10 @@ raises :class:`BackendError` (kind ``scripted``) naming the step and the tools o
 Tokens come from :class:`ByteTokenizer` (UTF-8 bytes are ids, 256 is end-of-turn): the prompt is the
 codec's rendering (SmolLM2 ChatML by default), the output the codec's canonical turn text plus the
 end id, and every logprob is 0.0 — the scripted policy is deterministic, so each emitted token has
-probability 1. ``faults`` injects, at a seeded rate, BackendError(timeout | http_5xx | truncated) or
+probability 1. Given a model's ``tokenizer`` instead (``encode`` + ``eos_token_id``), prompt and
+output are that model's token ids — the scripted turn as the model would have had to generate it
+(used to give a job's CI run groups with mixed outcomes; never training data for a real run).
+``faults`` injects, at a seeded rate, BackendError(timeout | http_5xx | truncated) or
 a garbage tool call (broken JSON / unknown tool) that parses as a malformed turn.
 """
 
@@ -32,7 +35,7 @@ from typing import Any
 
 from coworkenv.proxy.backends.base import BackendError, Completion
 from coworkenv.proxy.codecs import Codec, get_codec, resolve_tool_name
-from coworkenv.proxy.codecs.base import compact_json, count_tool_calls
+from coworkenv.proxy.codecs.base import TokenizerLike, compact_json, count_tool_calls
 from coworkenv.proxy.messages import AssistantTurn, ChatRequest, Message, ToolCall, ToolSpec
 from coworkenv.spec import TaskSpec, UserTurn
 
@@ -223,12 +226,15 @@ class ScriptedBackend:
         codec: Codec | None = None,
         faults: Faults | None = None,
         version: str = "scripted",
+        tokenizer: TokenizerLike | None = None,
     ) -> None:
         self._scripts: dict[str, Script] = {"": scripts} if isinstance(scripts, Script) else dict(scripts)
         if not self._scripts:
             raise ValueError("ScriptedBackend needs at least one script")
         self.codec = codec or get_codec("smollm2")
-        self.tokenizer = ByteTokenizer()
+        self.tokenizer: TokenizerLike = tokenizer if tokenizer is not None else ByteTokenizer()
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self._eos = int(eos) if eos is not None else EOS_ID
         self.faults = faults
         self._rng = random.Random(faults.seed if faults else 0)
         self._version = version
@@ -285,7 +291,7 @@ class ScriptedBackend:
         else:
             turn = self._turn(request, first)
             text = self.codec.format_assistant(turn.content, turn.tool_calls)
-        out = (*self.tokenizer.encode(text), EOS_ID)
+        out = (*self.tokenizer.encode(text, add_special_tokens=False), self._eos)
         return Completion(
             turn=turn,
             text=text,
