@@ -77,9 +77,13 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["synth"]["accepted"] + summary["synth"]["repaired"] == 13
-    assert summary["teacher"]["rollouts"] == 11  # 13 tasks minus the student's 2 held out
+    assert summary["teacher"]["rollouts"] == 10  # 13 tasks minus the student's 2 + 1 held out
     assert summary["teacher"]["mean_reward"] == pytest.approx(1.0)
     assert summary["student"]["rollouts"] == 4
+    train_ids, eval_ids = summary["student"]["train_tasks"], summary["student"]["eval_tasks"]
+    assert len(train_ids) == 2
+    assert len(eval_ids) == 1
+    assert not set(train_ids) & set(eval_ids), "the evaluation tasks are held out from the update"
     assert summary["curate"]["rows"] > 0
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
     assert all(r["messages"][0]["role"] == "system" for r in sft)
@@ -89,6 +93,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert {r["policy_version"] for r in student if r["status"] == "ok"} == {"sft-2"}
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
+    assert {smp["task_id"] for smp in samples} <= set(train_ids)
     groups: dict[str, set[float]] = {}
     for smp in samples:
         groups.setdefault(smp["group_key"], set()).add(smp["reward"])
@@ -97,16 +102,23 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
         # a learning signal: a real update, pushed into the serving backend, then re-evaluated
         assert summary["train"]["pushed"] == ["rl-1"]
         assert step["grad_norm"] > 0
-        assert summary["eval"]["after"]["overall"]["trials"] == 4
+        assert summary["eval"]["after"]["overall"]["trials"] == 2
         after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
         assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+        assert {r["task_id"] for r in after} == set(eval_ids)
         assert "loop@rl-1" in (out / "report.html").read_text()
+        score = summary["eval"]["comparison"]["overall"]["score"]
+        if score["before"] is not None and score["after"] is not None:
+            assert score["delta"] == pytest.approx(score["after"] - score["before"])
     else:
         # every group scored alike: GRPO has no signal, and the job says so instead of a fake update
         assert step["skipped_no_signal"] == 1
         assert summary["train"]["pushed"] == []
-    assert summary["eval"]["before"]["overall"]["trials"] == 4
+    assert summary["eval"]["before"]["overall"]["trials"] == 2
+    assert summary["eval"]["comparison"]["eval_tasks"] == eval_ids
+    assert summary["eval"]["comparison"]["train_tasks"] == train_ids
     report = (out / "report.html").read_text()
+    assert "Before → after the update (held-out tasks)" in report
     assert "retained" in report, "the trajectory viewer draws each rollout's prefix tree"
     assert (out / "teacher-report.html").exists()
     # resume: nothing is redone except the report

@@ -42,7 +42,10 @@ class StudentSection(_Section):
     """``embedded`` (SmolLM2-135M on CPU), ``openai:URL``, ``vllm:URL`` ... (see make_backend)."""
     harnesses: tuple[str, ...] = ("loop",)
     tasks: int = Field(default=4, ge=1)
-    """How many synthesized tasks the student runs (held-out seeds of the generator)."""
+    """How many synthesized tasks the student trains on (held out from the teacher's SFT data)."""
+    eval_tasks: int = Field(default=2, ge=1)
+    """How many further tasks evaluate the student before and after the update: held out from the
+    teacher and from the update alike (the update never sees them)."""
     trials: int = Field(default=2, ge=1)
     """k: trials per (task, harness); also the GRPO group size."""
     max_turns: int = Field(default=3, ge=1)
@@ -70,7 +73,8 @@ class TrainSection(_Section):
     pack_scope: Literal["rollout", "group"] = "group"
     """'group': a group's shared prompt is forwarded once per update, not once per trial."""
     eval_after: bool = True
-    """Re-run the student's tasks with the updated weights (same k) and report before vs after."""
+    """Run the held-out evaluation tasks again with the updated weights (same k) and report
+    before → after."""
 
 
 class ReportSection(_Section):
@@ -90,10 +94,11 @@ class JobConfig(_Section):
 
     @model_validator(mode="after")
     def _fits(self) -> JobConfig:
-        if self.synth.plan is None and self.student.tasks >= self.synth.tasks:
+        s = self.student
+        if self.synth.plan is None and s.tasks + s.eval_tasks >= self.synth.tasks:
             raise ValueError(
-                f"student.tasks ({self.student.tasks}) must be below synth.tasks ({self.synth.tasks}): "
-                "the student's tasks are held out from the teacher's"
+                f"student.tasks + student.eval_tasks ({s.tasks} + {s.eval_tasks}) must be below "
+                f"synth.tasks ({self.synth.tasks}): the student's tasks are held out from the teacher's"
             )
         return self
 
