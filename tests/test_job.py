@@ -70,6 +70,12 @@ def test_missing_config_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
+def _check_delta(score: dict[str, float | None]) -> None:
+    before, after = score["before"], score["after"]
+    if before is not None and after is not None:
+        assert score["delta"] == pytest.approx(after - before)
+
+
 def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
     out = tmp_path / "run"
@@ -81,8 +87,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert summary["teacher"]["mean_reward"] == pytest.approx(1.0)
     assert summary["student"]["rollouts"] == 4
     train_ids, eval_ids = summary["student"]["train_tasks"], summary["student"]["eval_tasks"]
-    assert len(train_ids) == 2
-    assert len(eval_ids) == 1
+    assert (len(train_ids), len(eval_ids)) == (2, 1)
     assert not set(train_ids) & set(eval_ids), "the evaluation tasks are held out from the update"
     assert summary["curate"]["rows"] > 0
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
@@ -107,9 +112,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
         assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
         assert {r["task_id"] for r in after} == set(eval_ids)
         assert "loop@rl-1" in (out / "report.html").read_text()
-        score = summary["eval"]["comparison"]["overall"]["score"]
-        if score["before"] is not None and score["after"] is not None:
-            assert score["delta"] == pytest.approx(score["after"] - score["before"])
+        _check_delta(summary["eval"]["comparison"]["overall"]["score"])
     else:
         # every group scored alike: GRPO has no signal, and the job says so instead of a fake update
         assert step["skipped_no_signal"] == 1

@@ -158,7 +158,6 @@ async def test_rollouts_update_and_serve_the_new_policy(
     # 4. the same update as full weights, reloaded in place (the base model's name, no adapter)
     full = EngineSync(backend, tmp_path / "full", mode="full")
     push = full.push(policy, "rl-1-full", tokenizer=tok)
-    full.close()
     report["full_update_to_serve_s"] = push.load_s
     report["full_save_s"] = push.save_s
     assert backend.policy_version == "rl-1-full"
@@ -200,7 +199,6 @@ def _update_and_push(
         cfg, model=base, tokenizer=tok, on_weights=lambda m, v: pushes.append(sync.push(m, f"rl-{v}"))
     )
     metrics = trainer.step(_samples(calls))
-    sync.close()
     assert metrics.get("updates") == 1, metrics
     assert [p.version for p in pushes] == ["rl-1"]
     report["lora_update_to_serve_s"] = pushes[0].load_s

@@ -68,7 +68,8 @@ class EngineSync:
         self.mode: SyncMode = mode
         self.keep = max(1, keep)
         self.loaded: list[str] = []
-        self.http = httpx.Client(timeout=timeout_s, transport=transport)
+        self.timeout_s = timeout_s
+        self.transport = transport  # tests; a client is opened per push (pushes are rare)
 
     def push(self, model: Any, version: str, *, tokenizer: Any = None) -> Push:
         """Save ``model`` and make the engine serve it as ``version`` (see the module docstring)."""
@@ -131,7 +132,8 @@ class EngineSync:
 
     def _post(self, url: str, payload: dict[str, Any]) -> None:
         try:
-            resp = self.http.post(url, json=payload)
+            with httpx.Client(timeout=self.timeout_s, transport=self.transport) as http:
+                resp = http.post(url, json=payload)
         except httpx.TimeoutException as exc:
             raise BackendError("timeout", f"POST {url}: {exc}") from exc
         except httpx.TransportError as exc:
@@ -143,6 +145,3 @@ class EngineSync:
             body = resp.json()
             if isinstance(body, dict) and body.get("success") is False:  # SGLang's answer shape
                 raise BackendError("http_4xx", f"POST {url}: the engine refused: {body.get('message')}")
-
-    def close(self) -> None:
-        self.http.close()
