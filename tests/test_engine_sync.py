@@ -143,9 +143,9 @@ async def test_a_call_in_flight_across_a_lora_update_keeps_its_version(
 async def test_full_weights_swap_waits_for_calls_in_flight_and_holds_new_ones(
     tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: str
 ) -> None:
-    from coworkenv.rl import common
+    from coworkenv.proxy.backends import engine_sync
 
-    monkeypatch.setattr(common, "save_merged", lambda m, t, p: Path(p).mkdir(parents=True))
+    monkeypatch.setattr(engine_sync, "save_full_checkpoint", lambda m, t, p: Path(p).mkdir(parents=True))
     engine = FakeEngine(flavor)
     backend, sync = _pair(engine, tokenizer, tmp_path, "full")
     engine.hold.clear()
@@ -153,7 +153,10 @@ async def test_full_weights_swap_waits_for_calls_in_flight_and_holds_new_ones(
     while not any(p.endswith("start") for p, _ in engine.events):
         await asyncio.sleep(0.005)
     pushing = asyncio.create_task(asyncio.to_thread(sync.push, object(), "rl-1"))
-    await asyncio.sleep(0.05)
+    while not backend._swapping:  # the swap has begun: it waits for the call in flight
+        if pushing.done():
+            await pushing  # it failed: raise its error
+        await asyncio.sleep(0.005)
     second = asyncio.create_task(backend.complete(REQ))  # arrives during the swap: held
     await asyncio.sleep(0.05)
     reload_path = "/update_weights_from_disk" if flavor == "sglang" else "/collective_rpc"
@@ -201,3 +204,27 @@ def test_swap_times_out_when_calls_never_settle(tokenizer: Any, tmp_path: Path) 
         pass
     assert time.monotonic() - t0 < 2
     assert backend.policy_version == "base"
+
+
+def test_full_checkpoint_loads_back_into_the_architecture(tmp_path: Path) -> None:
+    """What a full push writes is a plain checkpoint: it loads strictly and equals the merged policy."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from coworkenv.proxy.backends.engine_sync import save_full_checkpoint
+    from coworkenv.rl.common import build_policy, merged_state_dict
+    from coworkenv.rl.config import ModelConfig
+    from coworkenv.rl.tiny import tiny_llama
+
+    policy, _ = build_policy(ModelConfig(gradient_checkpointing=False), tiny_llama(64), None)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.01)
+    path = save_full_checkpoint(policy, None, tmp_path / "ck")
+    back = AutoModelForCausalLM.from_pretrained(path)
+    want = merged_state_dict(policy)
+    got = back.state_dict()
+    assert got.keys() == want.keys()
+    for k in want:
+        torch.testing.assert_close(got[k], want[k], msg=k)

@@ -103,12 +103,10 @@ class EngineSync:
     # ---------------------------------------------------------------- full weights
 
     def _push_full(self, model: Any, tokenizer: Any, version: str) -> Push:
-        from coworkenv.rl.common import save_merged
-
         t0 = time.perf_counter()
         path = self.workdir / version
         shutil.rmtree(path, ignore_errors=True)
-        save_merged(model, tokenizer, path)
+        save_full_checkpoint(model, tokenizer, path)
         saved = time.perf_counter()
         with self.backend.swap(version):
             if self.backend.flavor == "sglang":
@@ -145,3 +143,25 @@ class EngineSync:
             body = resp.json()
             if isinstance(body, dict) and body.get("success") is False:  # SGLang's answer shape
                 raise BackendError("http_4xx", f"POST {url}: the engine refused: {body.get('message')}")
+
+
+def save_full_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
+    """The merged (LoRA folded in) weights as a checkpoint dir an engine loads: ``model.safetensors``,
+    the config and the tokenizer. Written straight from the state dict (no second model is built,
+    which on CPU costs more than the write); a tied output head is stored once, as HF does."""
+    from safetensors.torch import save_file
+
+    from coworkenv.rl.common import is_peft, merged_state_dict
+
+    base = model.get_base_model() if is_peft(model) else model
+    weights = merged_state_dict(model)
+    if getattr(base.config, "tie_word_embeddings", False):
+        weights.pop("lm_head.weight", None)
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()}, str(path / "model.safetensors"), {"format": "pt"}
+    )
+    base.config.save_pretrained(path)
+    if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):
+        tokenizer.save_pretrained(path)
+    return path
