@@ -78,6 +78,12 @@ def test_missing_config_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
+def _check_delta(score: dict[str, float | None]) -> None:
+    before, after = score["before"], score["after"]
+    if before is not None and after is not None:
+        assert score["delta"] == pytest.approx(after - before)
+
+
 def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
     out = tmp_path / "run"
@@ -85,9 +91,12 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["synth"]["accepted"] + summary["synth"]["repaired"] == 13
-    assert summary["teacher"]["rollouts"] == 11  # 13 tasks minus the student's 2 held out
+    assert summary["teacher"]["rollouts"] == 10  # 13 tasks minus the student's 2 + 1 held out
     assert summary["teacher"]["mean_reward"] == pytest.approx(1.0)
     assert summary["student"]["rollouts"] == 4
+    train_ids, eval_ids = summary["student"]["train_tasks"], summary["student"]["eval_tasks"]
+    assert (len(train_ids), len(eval_ids)) == (2, 1)
+    assert not set(train_ids) & set(eval_ids), "the evaluation tasks are held out from the update"
     assert summary["curate"]["rows"] > 0
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
     assert all(r["messages"][0]["role"] == "system" for r in sft)
@@ -101,6 +110,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert {r["policy_version"] for r in ok if r["trial"] == 1} == {"sft-2"}
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
+    assert {smp["task_id"] for smp in samples} <= set(train_ids)
     groups: dict[str, set[float]] = {}
     for smp in samples:
         groups.setdefault(smp["group_key"], set()).add(smp["reward"])
@@ -111,15 +121,18 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert step["updates"] == 1
     assert step["grad_norm"] > 0
     assert summary["train"]["pushed"] == ["rl-1"]
-    assert summary["eval"]["after"]["overall"]["trials"] == 4
+    # held-out tasks only, before and after: 1 task × 2 trials, all sampled from the model
+    assert summary["eval"]["before"]["overall"]["trials"] == 2
+    assert summary["eval"]["after"]["overall"]["trials"] == 2
     after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
     assert after
     assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+    assert {r["task_id"] for r in after} == set(eval_ids)
     assert "loop@rl-1" in (out / "report.html").read_text()
-    # the before-evaluation counts the model's trials only, never the scripted reference
-    assert summary["eval"]["before"]["overall"]["trials"] == 2
-    assert summary["eval"]["scripted_trials_excluded"] == 2
+    _check_delta(summary["eval"]["comparison"]["overall"]["score"])
+    assert summary["eval"]["comparison"]["eval_tasks"] == eval_ids
     report = (out / "report.html").read_text()
+    assert "Before → after the update (held-out tasks)" in report
     assert "retained" in report, "the trajectory viewer draws each rollout's prefix tree"
     assert (out / "teacher-report.html").exists()
     # resume: nothing is redone except the report

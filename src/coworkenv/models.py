@@ -75,12 +75,33 @@ def embedded_checkpoint() -> Path:
     return target
 
 
+def resolve_checkpoint(name_or_path: str) -> Path:
+    """The local checkpoint dir of ``name_or_path``: the embedded name, a directory, or a Hugging Face
+    model id already in the local hub cache (never downloaded). This is how the trainer loads the
+    same model a remote engine serves (the backend spec's ``model``)."""
+    if name_or_path == EMBEDDED:
+        return embedded_checkpoint()
+    path = Path(name_or_path).expanduser()
+    if path.exists() or name_or_path.count("/") != 1:
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name_or_path, local_files_only=True))
+    except Exception:  # not cached (the hub's errors differ by version): say what to do
+        raise ModelError(
+            f"{name_or_path}: not a local checkpoint dir and not in the local Hugging Face cache; the "
+            "trainer needs the weights the engine serves: pass their directory as the backend's model"
+        ) from None
+
+
 def load_causal_lm(name_or_path: str = EMBEDDED, *, dtype: str = "float32") -> tuple[Any, Any]:
-    """``(model, tokenizer)`` in eval mode on CPU, from the embedded name or a checkpoint dir."""
+    """``(model, tokenizer)`` in eval mode on CPU, from the embedded name, a checkpoint dir or a
+    cached hub id (:func:`resolve_checkpoint`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = embedded_checkpoint() if name_or_path == EMBEDDED else Path(name_or_path)
+    path = resolve_checkpoint(name_or_path)
     if not (path / "config.json").exists():
         raise ModelError(f"{path}: not a model checkpoint (no config.json); use '{EMBEDDED}' or a saved dir")
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)

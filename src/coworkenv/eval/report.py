@@ -385,8 +385,10 @@ def render_report(
     title: str = "coworkenv evaluation report",
     problems: Sequence[str] = (),
     before_after: tuple[Sequence[RolloutRecord], Sequence[RolloutRecord]] | None = None,
+    preface: str = "",
 ) -> str:
-    """The report as one HTML string (see the module docstring)."""
+    """The report as one HTML string (see the module docstring); ``preface`` is trusted HTML put
+    first in the body (e.g. the job's before → after section)."""
     s = summarize(records, k=k, threshold=threshold)
     trees = trees or {}
     first: dict[tuple[str, str], str] = {}
@@ -415,7 +417,7 @@ def render_report(
 <header><h1>{esc(title)}</h1><div>{len(records)} rollout(s), {o.tasks} task×harness group(s), k={s.k},
 pass threshold {s.threshold}</div></header>
 <nav>{"".join(f'<a href="#{i}">{t}</a>' for i, t in nav)}</nav>
-<main>{warn}
+<main>{warn}{preface}
 <section id="summary"><h2>Summary</h2>
 {delta}<p>Completion <b>{_fmt(o.completion)}</b> · Score <b>{_fmt(o.score, 1)}</b> / 100
 · Pass@{s.k} <b>{_pct(o.pass_at_k)}</b> · Pass^{s.k} <b>{_pct(o.pass_hat_k)}</b>

@@ -42,7 +42,10 @@ class StudentSection(_Section):
     """``embedded`` (SmolLM2-135M on CPU), ``openai:URL``, ``vllm:URL`` ... (see make_backend)."""
     harnesses: tuple[str, ...] = ("loop",)
     tasks: int = Field(default=8, ge=1)
-    """How many synthesized tasks the student runs (held-out seeds of the generator)."""
+    """How many synthesized tasks the student trains on (held out from the teacher's SFT data)."""
+    eval_tasks: int = Field(default=4, ge=1)
+    """How many further tasks evaluate the student before and after the update: held out from the
+    teacher and from the update alike (the update never sees them)."""
     trials: int = Field(default=4, ge=1)
     """k: trials per (task, harness); also the GRPO group size."""
     scripted_trials: int = Field(default=0, ge=0)
@@ -80,7 +83,8 @@ class TrainSection(_Section):
     pack_scope: Literal["rollout", "group"] = "group"
     """'group': a group's shared prompt is forwarded once per update, not once per trial."""
     eval_after: bool = True
-    """Re-run the student's tasks with the updated weights (same k) and report before vs after."""
+    """Run the held-out evaluation tasks again with the updated weights (same k) and report
+    before → after."""
 
 
 class ReportSection(_Section):
@@ -100,15 +104,16 @@ class JobConfig(_Section):
 
     @model_validator(mode="after")
     def _fits(self) -> JobConfig:
-        if self.student.scripted_trials >= self.student.trials:
+        s = self.student
+        if s.scripted_trials >= s.trials:
             raise ValueError(
-                f"student.scripted_trials ({self.student.scripted_trials}) must be below student.trials "
-                f"({self.student.trials}): at least one trial per group samples the model"
+                f"student.scripted_trials ({s.scripted_trials}) must be below student.trials "
+                f"({s.trials}): at least one trial per group samples the model"
             )
-        if self.synth.plan is None and self.student.tasks >= self.synth.tasks:
+        if self.synth.plan is None and s.tasks + s.eval_tasks >= self.synth.tasks:
             raise ValueError(
-                f"student.tasks ({self.student.tasks}) must be below synth.tasks ({self.synth.tasks}): "
-                "the student's tasks are held out from the teacher's"
+                f"student.tasks + student.eval_tasks ({s.tasks} + {s.eval_tasks}) must be below "
+                f"synth.tasks ({self.synth.tasks}): the student's tasks are held out from the teacher's"
             )
         return self
 

@@ -6,10 +6,13 @@ Stages (each skipped when its outputs are already complete, so an interrupted jo
 2. ``teacher``  the teacher policy (reference solutions) through the built-in loop and the proxy
 3. ``curate``   teacher rollouts → SFT conversations (``sft.jsonl`` + stats)
 4. ``sft``      a few SFT steps of the embedded student on them (merged checkpoint ``sft/final``)
-5. ``student``  the student on held-out tasks, k trials per harness, through the proxy
+5. ``student``  the student, k trials per harness, through the proxy: on its training tasks
+                (``student/``) and on the held-out evaluation tasks (``before/``)
 6. ``trees``    student captures → prefix trees → tree-weighted training samples
-7. ``train``    GRPO advantages and real RL update(s) (online loop); weights pushed to the backend
-8. ``eval``     score, Pass@k, Pass^k of the student before and after the update
+7. ``train``    GRPO advantages and real RL update(s) (online loop) on the training tasks; weights
+                pushed to the backend (embedded: in process; vLLM/SGLang: through the engine's API)
+8. ``eval``     score, Pass@k, Pass^k of the student on held-out tasks (never trained on) before and
+                after the update, with before → after deltas
 9. ``report``   self-contained HTML reports + ``summary.json``
 
 Rollouts resume at trial granularity (the runner skips trials already recorded).
@@ -134,9 +137,10 @@ def load_tasks(st: JobState) -> list[TaskSpec]:
     return [load_spec(p) for p in sorted((st.out / "synth" / "tasks").glob("*.json"))]
 
 
-def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
-    """The student's tasks: the last ``student.tasks`` of the suite, one per template where possible,
-    with turns capped at ``student.max_turns``. The teacher never sees them (held out from SFT)."""
+def _held_out(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The student's tasks in pick order: the last ``student.tasks + student.eval_tasks`` of the
+    suite, one per template where possible, with turns capped at ``student.max_turns``."""
+    want = st.cfg.student.tasks + st.cfg.student.eval_tasks
     picked: list[TaskSpec] = []
     seen: set[str] = set()
     for t in reversed(tasks):
@@ -144,23 +148,38 @@ def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
         if fam not in seen:
             picked.append(t)
             seen.add(fam)
-        if len(picked) == st.cfg.student.tasks:
+        if len(picked) == want:
             break
     for t in reversed(tasks):  # fewer templates than tasks asked for: fill with the rest
-        if len(picked) >= st.cfg.student.tasks:
+        if len(picked) >= want:
             break
         if t not in picked:
             picked.append(t)
     cap = st.cfg.student.max_turns
-    return sorted(
-        (
-            t.model_copy(
-                update={"limits": t.limits.model_copy(update={"max_turns": min(cap, t.limits.max_turns)})}
-            )
-            for t in picked
-        ),
-        key=lambda t: t.id,
-    )
+    return [
+        t.model_copy(
+            update={"limits": t.limits.model_copy(update={"max_turns": min(cap, t.limits.max_turns)})}
+        )
+        for t in picked
+    ]
+
+
+def split_student(st: JobState, tasks: Sequence[TaskSpec]) -> tuple[list[TaskSpec], list[TaskSpec]]:
+    """``(train, eval)``: the tasks the student's update trains on, and the held-out tasks that
+    evaluate it before and after. Disjoint; neither is ever shown to the teacher (SFT data)."""
+    picked = _held_out(st, tasks)
+    n = st.cfg.student.tasks
+    return sorted(picked[:n], key=_task_id), sorted(picked[n:], key=_task_id)
+
+
+def _task_id(t: TaskSpec) -> str:
+    return t.id
+
+
+def student_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """Every task the student runs (train and eval), sorted by id."""
+    train, evals = split_student(st, tasks)
+    return sorted([*train, *evals], key=_task_id)
 
 
 def teacher_tasks(st: JobState, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
@@ -203,6 +222,16 @@ def _student_backend(st: JobState) -> Any:
                 f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
                 f"{version}"
             )
+        elif spec.startswith(("vllm:", "sglang:", "openai:")):
+            # the student section's sampling applies to a remote engine too, unless the spec says
+            from coworkenv.proxy.backends import parse_spec
+
+            given = parse_spec(spec)[2]
+            extra = {"temperature": c.temperature, "max_tokens": c.max_new_tokens}
+            extra = {k: v for k, v in extra.items() if k not in given}
+            if extra:
+                sep = "&" if "?" in spec else "?"
+                spec += sep + "&".join(f"{k}={v}" for k, v in extra.items())
         st.backend = make_backend(spec)
     return st.backend
 
@@ -276,20 +305,29 @@ def stage_teacher(st: JobState) -> dict[str, Any]:
 
 
 def stage_student(st: JobState) -> dict[str, Any]:
+    """The student on its training tasks (``student/``: what the update learns from) and on the
+    held-out evaluation tasks (``before/``: the "before" of before → after)."""
     c = st.cfg.student
     suite = load_tasks(st)
-    tasks = student_tasks(st, suite)
+    train, evals = split_student(st, suite)
     backend = _student_backend(st)
     if c.scripted_trials:
-        # the first trials of each group: the whole reference solution (turns not capped: the cap
-        # bounds model time, and a cut reference could score like the model) in the student's own
-        # tokens; the next call resumes the same directory and samples the model for the rest
+        # the first trials of each training group: the whole reference solution (turns not capped:
+        # the cap bounds model time, and a cut reference could score like the model) in the
+        # student's own tokens; the next call resumes the same directory and samples the model
         full = {t.id: t for t in suite}
         scripted = _scripted_student(backend)
-        uncapped = [full.get(t.id, t) for t in tasks]
+        uncapped = [full.get(t.id, t) for t in train]
         _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
-    recs = _rollouts(st, "student", tasks, c.harnesses, trials=c.trials, backend=backend)
-    return {**_reward_info(recs), "tasks": [t.id for t in tasks], "scripted_trials": c.scripted_trials}
+    recs = _rollouts(st, "student", train, c.harnesses, trials=c.trials, backend=backend)
+    before = _rollouts(st, "before", evals, c.harnesses, trials=c.trials, backend=backend)
+    return {
+        **_reward_info(recs),
+        "train_tasks": [t.id for t in train],
+        "eval_tasks": [t.id for t in evals],
+        "scripted_trials": c.scripted_trials,
+        "before": _reward_info(before),
+    }
 
 
 def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
@@ -337,7 +375,6 @@ def stage_trees(st: JobState) -> dict[str, Any]:
 
 
 def stage_train(st: JobState) -> dict[str, Any]:
-    from coworkenv.rl.common import merged_state_dict
     from coworkenv.rl.config import RLConfig, RunConfig
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.sample import TrainingSample
@@ -363,24 +400,14 @@ def stage_train(st: JobState) -> dict[str, Any]:
         }
     )
     pushed: list[str] = []
-
-    def push(model: Any, version: int) -> None:
-        if hasattr(backend, "set_weights"):
-            backend.set_weights(merged_state_dict(model), f"rl-{version}")
-            pushed.append(f"rl-{version}")
-
-    # The trainer gets its own copy: LoRA wraps modules in place; the backend keeps plain weights.
-    base = getattr(backend, "model", None)
-    trainer = RLTrainer(
-        cfg,
-        model=None if base is None else copy.deepcopy(base),
-        tokenizer=getattr(backend, "tokenizer", None),
-        on_weights=push,
-    )
+    pushes: list[dict[str, Any]] = []
+    push, model, tokenizer = _weights_channel(st, backend, c.lora, pushed, pushes)
+    trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, on_weights=push)
     metrics: list[dict[str, Any]] = []
     # The online loop: rollout → trees → advantages → update → push. The first update uses the
-    # student stage's rollouts; each later one collects fresh rollouts with the pushed weights.
-    held_out = student_tasks(st, load_tasks(st))
+    # student stage's rollouts; each later one collects fresh rollouts with the pushed weights, on
+    # the training tasks only (the evaluation tasks stay unseen).
+    train_tasks, eval_tasks = split_student(st, load_tasks(st))
     for it in range(c.updates):
         if it:
             import shutil
@@ -389,7 +416,9 @@ def stage_train(st: JobState) -> dict[str, Any]:
 
             d = st.out / "train" / f"iter-{it}"
             shutil.rmtree(d, ignore_errors=True)
-            _rollouts(st, f"train/iter-{it}", held_out, st.cfg.student.harnesses, trials=k, backend=backend)
+            _rollouts(
+                st, f"train/iter-{it}", train_tasks, st.cfg.student.harnesses, trials=k, backend=backend
+            )
             process_dir(d, d / "samples.jsonl")
             samples = [
                 TrainingSample.model_validate_json(x)
@@ -414,42 +443,103 @@ def stage_train(st: JobState) -> dict[str, Any]:
         "samples": len(samples),
         "metrics": metrics,
         "pushed": pushed,
+        "pushes": pushes,
+        "train_tasks": [t.id for t in train_tasks],
     }
     if c.eval_after and pushed:
-        # same tasks, same k, the updated weights (a rerun of this stage redoes update and evaluation)
+        # the held-out tasks, same k, served by the updated weights (a rerun of this stage redoes
+        # update and evaluation)
         import shutil
 
         shutil.rmtree(st.out / "after", ignore_errors=True)
-        tasks = student_tasks(st, load_tasks(st))
-        recs = _rollouts(st, "after", tasks, st.cfg.student.harnesses, trials=k, backend=backend)
+        recs = _rollouts(st, "after", eval_tasks, st.cfg.student.harnesses, trials=k, backend=backend)
         info["after"] = _reward_info(recs)
+        info["eval_tasks"] = [t.id for t in eval_tasks]
     return info
 
 
+def _weights_channel(
+    st: JobState, backend: Any, lora: bool, pushed: list[str], pushes: list[dict[str, Any]]
+) -> tuple[Callable[[Any, int], None], Any, Any]:
+    """``(push, model, tokenizer)`` for the trainer: the policy it starts from is the one the backend
+    serves, and ``push`` hands each update back to it.
+
+    * embedded: a copy of the backend's own model (LoRA wraps modules in place; the backend keeps
+      plain weights), pushed with ``set_weights``;
+    * a remote engine (vLLM, SGLang): the model the backend spec names, loaded from its local
+      checkpoint, pushed through the engine's API (a hot-loaded LoRA adapter with ``train.lora``,
+      else full weights reloaded in place; :mod:`coworkenv.proxy.backends.engine_sync`).
+    """
+    from coworkenv.proxy.backends.upstream import UpstreamBackend
+    from coworkenv.rl.common import merged_state_dict
+
+    if isinstance(backend, UpstreamBackend):
+        from coworkenv.models import load_causal_lm
+        from coworkenv.proxy.backends.engine_sync import EngineSync
+
+        if not backend.model:
+            raise CoworkError(
+                f"student.backend = {st.cfg.student.backend!r}: name the model the engine serves "
+                "(?model=...) so the trainer can load the same weights"
+            )
+        model, tokenizer = load_causal_lm(backend.model)
+        sync = EngineSync(backend, st.out / "train" / "weights", mode="lora" if lora else "full")
+
+        def push_engine(m: Any, version: int) -> None:
+            p = sync.push(m, f"rl-{version}", tokenizer=tokenizer)
+            pushed.append(p.version)
+            pushes.append(
+                {
+                    "version": p.version,
+                    "mode": p.mode,
+                    "save_s": round(p.save_s, 3),
+                    "load_s": round(p.load_s, 3),
+                }
+            )
+
+        return push_engine, model, tokenizer
+
+    def push_local(m: Any, version: int) -> None:
+        if hasattr(backend, "set_weights"):
+            backend.set_weights(merged_state_dict(m), f"rl-{version}")
+            pushed.append(f"rl-{version}")
+
+    base = getattr(backend, "model", None)
+    return push_local, None if base is None else copy.deepcopy(base), getattr(backend, "tokenizer", None)
+
+
 def stage_eval(st: JobState) -> dict[str, Any]:
+    """Score, Pass@k, Pass^k of the student on the held-out tasks before and after the update, and
+    the comparison (which tasks trained, which evaluated, before → after with deltas)."""
     from coworkenv.eval.metrics import summarize
+    from coworkenv.job.compare import compare, comparison_line
 
     k = st.cfg.student.trials
     thr = st.cfg.report.pass_threshold
-    student, _ = read_records(st.out / "student" / "rollouts.jsonl")
-    before = _model_trials(student)  # scripted trials are the reference, not the model
-    info: dict[str, Any] = {"before": summarize(before, k=k, threshold=thr).model_dump()}
-    if len(before) < len(student):
-        info["scripted_trials_excluded"] = len(student) - len(before)
+    # held-out tasks only, and the model's own trials (scripted trials run on training tasks only)
+    before_recs, _ = read_records(st.out / "before" / "rollouts.jsonl")
+    before = summarize(_model_trials(before_recs), k=k, threshold=thr)
+    info: dict[str, Any] = {"before": before.model_dump()}
     teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
     info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
-    after, _ = read_records(st.out / "after" / "rollouts.jsonl")
-    if after:
-        info["after"] = summarize(after, k=k, threshold=thr).model_dump()
-    for name in ("before", "after"):
-        if name in info:
-            o = info[name]["overall"]
+    after_recs, _ = read_records(st.out / "after" / "rollouts.jsonl")
+    after = summarize(after_recs, k=k, threshold=thr) if after_recs else None
+    if after is not None:
+        info["after"] = after.model_dump()
+    train, evals = split_student(st, load_tasks(st))
+    info["comparison"] = compare(
+        before, after, train_tasks=[t.id for t in train], eval_tasks=[t.id for t in evals]
+    )
+    for name, summary in (("before", before), ("after", after)):
+        if summary is not None:
+            o = summary.overall
             st.console.print(
-                f"eval ({name} the update): completion {_num(o.get('completion'), 3)}, "
-                f"score {_num(o.get('score'), 1)} (0-100; {SCORE_FLOOR_NOTE}), "
-                f"Pass@{k} {_num(o.get('pass_at_k'), 2)}, Pass^{k} {_num(o.get('pass_hat_k'), 2)}",
+                f"eval ({name} the update, held-out tasks): completion {_num(o.completion, 3)}, "
+                f"score {_num(o.score, 1)} (0-100; {SCORE_FLOOR_NOTE}), "
+                f"Pass@{k} {_num(o.pass_at_k, 2)}, Pass^{k} {_num(o.pass_hat_k, 2)}",
                 highlight=False,
             )
+    st.console.print(comparison_line(info["comparison"]))
     return info
 
 
@@ -462,27 +552,31 @@ def stage_report(st: JobState) -> dict[str, Any]:
     from coworkenv.eval.cli import read_metrics
     from coworkenv.eval.report import render_report
     from coworkenv.eval.trees import read_trees
+    from coworkenv.job.compare import comparison_html
 
     k = st.cfg.student.trials
     recs, problems = read_records(st.out / "student" / "rollouts.jsonl")
+    before, p1 = read_records(st.out / "before" / "rollouts.jsonl")
     teacher, p2 = read_records(st.out / "teacher" / "rollouts.jsonl")
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
-    before_after = (_model_trials(recs), after) if after else None
+    before_after = (_model_trials(before), after) if after else None
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     trees_path = st.out / "trees" / "trees.jsonl"
     trees, p4 = read_trees(trees_path) if trees_path.exists() else ({}, [])
+    cmp = st.summary.get("eval", {}).get("comparison")
     html = render_report(
-        [*recs, *after],
+        [*recs, *before, *after],
         trees=trees,
         k=k,
         threshold=st.cfg.report.pass_threshold,
         metrics=metrics,
-        problems=[*problems, *p3, *p4],
+        problems=[*problems, *p1, *p3, *p4],
         title="coworkenv main job: the student before and after the update",
         before_after=before_after,
+        preface=comparison_html(cmp) if cmp else "",
     )
     path = st.out / st.cfg.report.html
     path.write_text(html, encoding="utf-8")
@@ -579,14 +673,16 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
         text = f"{len(info.get('pushed', []))} update(s) pushed {info.get('pushed', [])}"
         return text + (f"; {quiet} step(s) without signal (equal rewards)" if quiet else "")
     if stage == "eval":
+        cmp = info.get("comparison", {})
+        o = cmp.get("overall", {}).get("score", {})
 
         def part(name: str, key: str, digits: int) -> str:
             return _num(info.get(name, {}).get("overall", {}).get(key), digits)
 
         return (
-            f"student completion {part('before', 'completion', 3)} → {part('after', 'completion', 3)}, "
+            f"held-out completion {part('before', 'completion', 3)} → {part('after', 'completion', 3)}, "
             f"score {part('before', 'score', 1)} → {part('after', 'score', 1)} "
-            f"(before → after the update; {SCORE_FLOOR_NOTE})"
+            f"(Δ {_num(o.get('delta'), 1)}) on {len(cmp.get('eval_tasks', []))} task(s); {SCORE_FLOOR_NOTE}"
         )
     if stage == "report":
         return str(info.get("html", ""))

@@ -88,9 +88,10 @@ def train_rl(config: Annotated[Path, typer.Argument(help="RL config (YAML or JSO
             prog.update(
                 task, advance=1, description=f"rl v{m['policy_version']} r={m.get('reward_mean', 0):.2f}"
             )
+    model = trainer.export_model()  # under FSDP: gathered on rank 0 (every rank takes part)
     if trainer.rank == 0:
         trainer.save()
-        final = save_merged(trainer.model, trainer.tokenizer, cfg.run.out_dir / "final")
+        final = save_merged(model, trainer.tokenizer, cfg.run.out_dir / "final")
         err.print(f"rl done: policy_version={trainer.version}; merged checkpoint {final}")
     shutdown_distributed()
 

@@ -123,6 +123,12 @@ class RLConfig(BaseModel):
     )
     micro_batch_tokens: int = Field(2048, gt=0, description="tokens per forward (memory grows with it)")
     max_len: int = Field(8192, gt=8)
+    distributed: Literal["replicate", "fsdp"] = Field(
+        "replicate",
+        description="under torchrun / accelerate launch: 'replicate' (every process holds the whole "
+        "model and optimizer state; gradients all-reduced) or 'fsdp' (FSDP2 fully_shard: parameters, "
+        "gradients and optimizer state split across the processes, for a model one device cannot hold)",
+    )
 
     @field_validator("estimator")
     @classmethod

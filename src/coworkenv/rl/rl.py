@@ -13,9 +13,12 @@ Contract of :meth:`RLTrainer.step`:
    with one PPO epoch and no value head π_old is taken from the update's own forward (detached),
    which is the same number and saves a pass;
 5. ``ppo_epochs`` updates of PPO-clip with global loss coefficients (micro-batched; under
-   torchrun each rank takes a shard of units and gradients are summed); a non-finite loss or
-   gradient skips the update (reported, weights untouched);
-6. ``policy_version`` increments and ``on_weights(model, version)`` is called (rank 0).
+   torchrun each rank takes a shard of units and gradients are summed — all-reduced with
+   ``distributed="replicate"``, reduce-scattered over FSDP2 shards with ``"fsdp"``,
+   :mod:`coworkenv.rl.fsdp`); a non-finite loss or gradient skips the update (reported, weights
+   untouched);
+6. ``policy_version`` increments and ``on_weights(model, version)`` is called (rank 0; under FSDP
+   with an unsharded copy of the policy, gathered by every rank).
 
 If no group survives rejection the step is a no-op (``metrics["skipped"] == 1``).
 """
@@ -48,6 +51,7 @@ from coworkenv.rl.common import (
     train_mode_without_dropout,
 )
 from coworkenv.rl.config import RLConfig
+from coworkenv.rl.fsdp import full_tensor, lockstep, plain_copy, shard
 from coworkenv.rl.losses import loss_coefficients, ppo_clip_terms, truncated_is_weights, value_terms
 from coworkenv.rl.packing import Unit, forward_logprobs, linear_units, micro_batches, packed_units
 from coworkenv.trajectories.sample import TrainingSample
@@ -157,9 +161,13 @@ class RLTrainer:
             self.ref = copy.deepcopy(self.model).eval()
             for p in self.ref.parameters():
                 p.requires_grad_(False)
+        self.sharded = cfg.distributed == "fsdp" and self.world_size > 1
+        self._root = shard(self.model) if self.sharded else None
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self._replicated: list[torch.nn.Parameter] = [] if self.sharded else list(self.trainable)
         for m in self.extra.values():
             self.trainable += list(m.parameters())
+            self._replicated += list(m.parameters())
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(
             self.trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
@@ -184,15 +192,34 @@ class RLTrainer:
     ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         found: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         train_mode_without_dropout(self.model, grad)
-        for mb in micro_batches(units, self.cfg.micro_batch_tokens):
+        for mb in self._micro_batches(units):
+            if mb is None:  # FSDP lockstep: this rank has run out of units; a filler forward
+                with torch.enable_grad() if grad else torch.no_grad():
+                    self._forward([self._filler], hidden)
+                continue
             with torch.enable_grad() if grad else torch.no_grad():
                 if ref and is_peft(self.model):
                     with self.model.disable_adapter():
-                        res = forward_logprobs(self.model, mb, want_hidden=hidden)
+                        res = self._forward(mb, hidden)
+                elif ref:
+                    res = forward_logprobs(self.ref, mb, want_hidden=hidden)
                 else:
-                    res = forward_logprobs(self.ref if ref else self.model, mb, want_hidden=hidden)
+                    res = self._forward(mb, hidden)
             found.update({id(u): r for u, r in zip(mb, res, strict=True)})
         return [found[id(u)] for u in units]
+
+    def _forward(self, units: Sequence[Unit], hidden: bool) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The policy's logprobs (and hidden states): through the FSDP root when sharded."""
+        if self._root is not None:
+            out: list[tuple[torch.Tensor, torch.Tensor | None]] = self._root(units, hidden)
+            return out
+        return forward_logprobs(self.model, units, want_hidden=hidden)
+
+    def _micro_batches(self, units: Sequence[Unit]) -> list[list[Unit] | None]:
+        """This rank's micro-batches; under FSDP padded (``None``) to the most any rank has, since
+        every forward and backward gathers the shards collectively."""
+        mbs = micro_batches(units, self.cfg.micro_batch_tokens)
+        return lockstep(mbs) if self.sharded else list(mbs)
 
     def _value(self, hidden: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.extra["value_head"](hidden.float())[:, 0]
@@ -224,6 +251,7 @@ class RLTrainer:
         units, coefs = self._with_signal(units, coefs, metrics)
         mine = list(range(self.rank, len(units), self.world_size))
         batch = _Batch([units[i] for i in mine], [coefs[i] for i in mine])
+        self._filler = units[0]  # what a rank with fewer micro-batches runs under FSDP (loss × 0)
         metrics["tokens_forwarded"] = sum(len(u) for u in units)
         metrics.update(self._old_pass(batch))
         updated = 0
@@ -238,8 +266,10 @@ class RLTrainer:
         if updated:
             self.step_count += 1
             self.version += 1
-            if self.on_weights is not None and self.rank == 0:
-                self.on_weights(self.model, self.version)
+            if self.on_weights is not None:
+                model = plain_copy(self.model) if self.sharded else self.model  # collective
+                if self.rank == 0:
+                    self.on_weights(model, self.version)
             if cfg.run.save_every and self.step_count % cfg.run.save_every == 0:
                 self.save()
         metrics.update(policy_version=self.version, updates=updated, step_s=time.perf_counter() - t0)
@@ -327,8 +357,15 @@ class RLTrainer:
         acc = _ISAcc()
         # training mode (dropout off): activation checkpointing is only active in it
         train_mode_without_dropout(self.model, True)
-        for mb in micro_batches(b.units, cfg.micro_batch_tokens):
-            res = forward_logprobs(self.model, mb, want_hidden=needs_value)
+        for mb in self._micro_batches(b.units):
+            if mb is None:  # FSDP lockstep filler: gathers and reduces like the others, adds 0
+                (lp, h) = self._forward([self._filler], needs_value)[0]
+                filler = lp.sum() * 0.0
+                if needs_value and h is not None:
+                    filler = filler + self._value(h).sum() * 0.0
+                filler.backward()
+                continue
+            res = self._forward(mb, needs_value)
             loss = torch.zeros(())
             for u, (lp, h) in zip(mb, res, strict=True):
                 i = index[id(u)]
@@ -360,14 +397,12 @@ class RLTrainer:
             totals["loss"] += float(loss.detach())
             loss.backward()
         self.model.eval()
-        all_reduce_grads(self.trainable)
+        all_reduce_grads(self._replicated)  # FSDP-sharded grads were reduce-scattered in backward
         totals = {k: all_reduce_scalar(v) for k, v in totals.items()}
         if b.fused:
             totals.update(acc.result())
         has_grad = any(p.grad is not None for p in self.trainable)
-        gnorm = (
-            float(torch.nn.utils.clip_grad_norm_(self.trainable, cfg.optim.grad_clip)) if has_grad else 0.0
-        )
+        gnorm = self._clip() if has_grad else 0.0
         if not math.isfinite(totals["loss"]) or not math.isfinite(gnorm):
             self.optimizer.zero_grad(set_to_none=True)
             return None
@@ -375,14 +410,40 @@ class RLTrainer:
         self.optimizer.step()
         return {**totals, "grad_norm": gnorm}
 
+    def _clip(self) -> float:
+        """Clip to ``grad_clip`` by the global norm; returns the norm before clipping. FSDP's sharded
+        gradients (DTensors) and the replicated ones (value head) are clipped separately by the
+        joint norm, as torch cannot mix the two kinds in one call."""
+        clip = self.cfg.optim.grad_clip
+        if not self.sharded:
+            return float(torch.nn.utils.clip_grad_norm_(self.trainable, clip))
+        extra = {id(p) for p in self._replicated}
+        groups = [
+            [p for p in self.trainable if id(p) not in extra and p.grad is not None],
+            [p for p in self._replicated if p.grad is not None],
+        ]
+        norms = [full_tensor(torch.nn.utils.get_total_norm([p.grad for p in g])) for g in groups if g]
+        total = torch.stack([n.float() for n in norms]).norm()
+        for g in groups:
+            if g:
+                torch.nn.utils.clip_grads_with_norm_(g, clip, total)
+        return float(total)
+
     def _apply_lr(self) -> None:
         o = self.cfg.optim
         scale = min(1.0, (self.step_count + 1) / o.warmup_steps) if o.warmup_steps else 1.0
         for g in self.optimizer.param_groups:
             g["lr"] = o.lr * scale
 
+    def export_model(self) -> Any | None:
+        """The whole policy for saving or pushing: the model itself, or under FSDP an unsharded copy
+        on rank 0 (None on other ranks; every rank must call it)."""
+        return plain_copy(self.model) if self.sharded else self.model
+
     def save(self) -> Path | None:
-        if self.rank != 0:
+        """A resumable checkpoint (rank 0). Not written under FSDP: its shards would need a
+        distributed checkpoint, which this trainer does not write yet (the merged final is)."""
+        if self.rank != 0 or self.sharded:
             return None
         return save_checkpoint(
             self.cfg.run.out_dir,

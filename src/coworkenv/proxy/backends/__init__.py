@@ -10,9 +10,12 @@
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
   ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
 * ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
-  ``/v1/completions`` taking token ids, or SGLang's ``/generate``); options ``model``,
-  ``tokenizer`` (a local HF tokenizer dir; default the SmolLM2 checkpoint), ``codec``,
-  ``temperature``, ``top_p``, ``max_tokens``, ``api_key_env``, ``version``.
+  ``/v1/completions`` taking token ids, or SGLang's ``/generate``); options ``model`` (the name
+  the engine serves; the trainer loads the same weights: ``smollm2``, a local checkpoint dir, or a
+  hub id in the local cache — start the engine with ``--served-model-name`` when they differ),
+  ``tokenizer`` (a local HF tokenizer dir; default the model's when it resolves locally, else the
+  SmolLM2 checkpoint), ``codec``, ``temperature``, ``top_p``, ``max_tokens``, ``api_key_env``,
+  ``version``.
 * ``passthrough:URL`` — an external Chat Completions API (teacher capture, not token-exact);
   options ``model``, ``api_key_env``.
 
@@ -120,15 +123,24 @@ def make_backend(spec: str) -> Backend:
 
     allowed = ("model", "tokenizer", "codec", "temperature", "top_p", "max_tokens", "api_key_env", "version")
     opts = _take(options, spec, allowed)
-    tokenizer = _tokenizer(opts.pop("tokenizer", ""), spec)
+    tokenizer = _tokenizer(opts.pop("tokenizer", ""), spec, str(opts.get("model", "")))
     key_env = opts.pop("api_key_env", "")
     api_key = os.environ.get(key_env) if key_env else None
     return UpstreamBackend(target, tokenizer, flavor=kind, api_key=api_key, **opts)
 
 
-def _tokenizer(path: str, spec: str) -> Any:
+def _tokenizer(path: str, spec: str, model: str = "") -> Any:
     from coworkenv.proxy.backends.embedded import smollm2_tokenizer
 
+    if not path and model:
+        from coworkenv.models import EMBEDDED, ModelError, resolve_checkpoint
+
+        try:
+            local = resolve_checkpoint(model) if model != EMBEDDED else None
+        except ModelError:
+            local = None
+        if local is not None and (local / "tokenizer_config.json").exists():
+            path = str(local)
     if not path:
         return smollm2_tokenizer()
     from transformers import AutoTokenizer

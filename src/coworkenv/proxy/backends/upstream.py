@@ -15,10 +15,22 @@ Which distribution the logprobs come from is the engine's setting: for the same 
 embedded backend (the processed sampling distribution) start vLLM with
 ``--logprobs-mode processed_logprobs``; by default vLLM reports the raw model's. A prompt echoed
 back that differs from ours, missing logprobs or misaligned ids raise ``BackendError``.
+
+Policy versions (what :mod:`~coworkenv.proxy.backends.engine_sync` updates): a call takes the
+version and the LoRA adapter it is sent to together when it starts, and its capture carries that
+version. :meth:`UpstreamBackend.serve` switches both for the calls that start after it (an adapter
+is named per request, so a call in flight keeps its own); :meth:`UpstreamBackend.swap` brackets an
+in-place weight update: new calls wait, calls in flight settle first, and the calls after it carry
+the new version, so no captured call straddles two policies.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -63,6 +75,7 @@ class UpstreamBackend:
         self.name = flavor
         base = base_url.rstrip("/")
         root = base[: -len("/v1")] if base.endswith("/v1") else base
+        self.root = root
         self.url = f"{root}/generate" if flavor == "sglang" else f"{root}/v1/completions"
         self.tokenizer = tokenizer
         self.model = model
@@ -71,6 +84,10 @@ class UpstreamBackend:
         self.temperature = temperature
         self.top_p = top_p
         self._version = version
+        self._adapter: str | None = None
+        self._gate = threading.Lock()  # guards the four fields below
+        self._inflight = 0
+        self._swapping = False
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = JsonPoster(timeout_s=timeout_s, headers=headers, transport=transport)
 
@@ -78,12 +95,65 @@ class UpstreamBackend:
     def policy_version(self) -> str:
         return self._version
 
+    @property
+    def adapter(self) -> str | None:
+        """The LoRA adapter new calls are sent to (None: the engine's base model)."""
+        return self._adapter
+
     def set_version(self, version: str) -> None:
         """Name the weights the engine now serves (after the trainer pushed them to it)."""
-        self._version = version
+        with self._gate:
+            self._version = version
+
+    def serve(self, version: str, *, adapter: str | None = None) -> None:
+        """From the next call on, send to ``adapter`` (None: the base model) and label ``version``."""
+        with self._gate:
+            self._version, self._adapter = version, adapter
+
+    @contextmanager
+    def swap(self, version: str, *, timeout_s: float = 600.0) -> Iterator[None]:
+        """Bracket an in-place weight update: waits until no call is in flight (new calls are held
+        meanwhile), runs the body, then labels the calls after it ``version`` and releases them."""
+        with self._gate:
+            if self._swapping:
+                raise BackendError("busy", f"{self.root}: a weight swap is already in progress")
+            self._swapping = True
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                with self._gate:
+                    if self._inflight == 0:
+                        break
+                if time.monotonic() > deadline:
+                    raise BackendError("timeout", f"{self.root}: calls still in flight after {timeout_s:g}s")
+                time.sleep(0.005)
+            yield
+            with self._gate:
+                self._version, self._adapter = version, None
+        finally:
+            with self._gate:
+                self._swapping = False
+
+    async def _enter(self) -> tuple[str, str | None]:
+        while True:
+            with self._gate:
+                if not self._swapping:
+                    self._inflight += 1
+                    return self._version, self._adapter
+            await asyncio.sleep(0.005)
+
+    def _leave(self) -> None:
+        with self._gate:
+            self._inflight -= 1
 
     async def complete(self, request: ChatRequest) -> Completion:
-        version = self._version
+        version, adapter = await self._enter()
+        try:
+            return await self._complete(request, version, adapter)
+        finally:
+            self._leave()
+
+    async def _complete(self, request: ChatRequest, version: str, adapter: str | None) -> Completion:
         rendered = self.codec.render(request, self.tokenizer)
         sampling = {
             "max_tokens": request.max_tokens or self.max_tokens,
@@ -92,9 +162,9 @@ class UpstreamBackend:
             "stop": list(request.stop) or None,
         }
         if self.flavor == "sglang":
-            ids, lps, text, finish = await self._sglang(list(rendered.ids), sampling)
+            ids, lps, text, finish = await self._sglang(list(rendered.ids), sampling, adapter)
         else:
-            ids, lps, text, finish = await self._completions(list(rendered.ids), sampling)
+            ids, lps, text, finish = await self._completions(list(rendered.ids), sampling, adapter)
         if len(ids) != len(lps):
             raise BackendError("bad_response", f"{self.url}: {len(ids)} token ids but {len(lps)} logprobs")
         turn = self.codec.parse(
@@ -113,9 +183,10 @@ class UpstreamBackend:
         )
 
     async def _completions(
-        self, prompt: list[int], sampling: dict[str, Any]
+        self, prompt: list[int], sampling: dict[str, Any], adapter: str | None
     ) -> tuple[list[int], list[float], str, FinishReason]:
-        payload: dict[str, Any] = {"model": self.model, "prompt": prompt, "logprobs": 1, **sampling}
+        model = adapter or self.model  # vLLM routes a request to a LoRA adapter by its name
+        payload: dict[str, Any] = {"model": model, "prompt": prompt, "logprobs": 1, **sampling}
         if self.flavor == "vllm":
             payload.update(return_tokens_as_token_ids=True, return_token_ids=True, skip_special_tokens=False)
         data = await self.http.post(self.url, {k: v for k, v in payload.items() if v is not None})
@@ -149,7 +220,7 @@ class UpstreamBackend:
         return tid
 
     async def _sglang(
-        self, prompt: list[int], sampling: dict[str, Any]
+        self, prompt: list[int], sampling: dict[str, Any], adapter: str | None
     ) -> tuple[list[int], list[float], str, FinishReason]:
         params = {
             "max_new_tokens": sampling["max_tokens"],
@@ -159,9 +230,10 @@ class UpstreamBackend:
         }
         if sampling["stop"]:
             params["stop"] = sampling["stop"]
-        data = await self.http.post(
-            self.url, {"input_ids": prompt, "sampling_params": params, "return_logprob": True}
-        )
+        body: dict[str, Any] = {"input_ids": prompt, "sampling_params": params, "return_logprob": True}
+        if adapter is not None:
+            body["lora_path"] = adapter  # SGLang names a loaded adapter per request
+        data = await self.http.post(self.url, body)
         try:
             meta = data["meta_info"]
             triples = meta["output_token_logprobs"]
