@@ -107,7 +107,7 @@ async def test_vllm_lora_push_loads_a_new_adapter_and_routes_next_calls(
     push = sync.push(FakePeft(), "rl-1")
     assert engine.events[-1] == (
         "/v1/load_lora_adapter",
-        {"lora_name": "rl-1", "lora_path": str(tmp_path / "rl-1")},
+        {"lora_name": "rl-1", "lora_path": str(tmp_path / "rl-1"), "load_inplace": True},
     )
     assert (push.path / "adapter_config.json").exists()
     comp = await backend.complete(REQ)

@@ -91,7 +91,11 @@ class EngineSync:
         shutil.rmtree(path, ignore_errors=True)
         model.save_pretrained(str(path))
         saved = time.perf_counter()
-        self._post(self._route("load_lora_adapter"), {"lora_name": version, "lora_path": str(path)})
+        body: dict[str, Any] = {"lora_name": version, "lora_path": str(path)}
+        if self.backend.flavor != "sglang":
+            # an engine that outlives a job already holds e.g. "rl-1" from an earlier run: replace it
+            body["load_inplace"] = True
+        self._post(self._route("load_lora_adapter"), body)
         loaded = time.perf_counter()
         self.backend.serve(version, adapter=version)
         self.loaded.append(version)
