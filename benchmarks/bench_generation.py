@@ -130,7 +130,9 @@ def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str
         with serve_vllm(
             ckpt, log, nice=0, served_name="smollm2", max_model_len=8192, max_num_seqs=16, kv_cache_gib=4
         ) as server:
-            spec = f"vllm:{server.url}/v1?model=smollm2&tokenizer={ckpt}&{query}"
+            # the engine samples unseeded: the upstream backend takes no seed option
+            sampling = "&".join(q for q in query.split("&") if not q.startswith("seed="))
+            spec = f"vllm:{server.url}/v1?model=smollm2&tokenizer={ckpt}&{sampling}"
             return run_arm("vllm", spec, tasks, args)
     except Exception as exc:  # the other arms' rows are kept; this one says why it is missing
         return f"vLLM failed: {type(exc).__name__}: {str(exc)[-300:]}"
