@@ -13,6 +13,7 @@ Thread-safe; :meth:`close` ends every child.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -162,10 +163,8 @@ class GraderPool:
 
     def _take(self) -> _Child:
         while True:
-            try:
+            with contextlib.suppress(queue.Empty):  # none idle: start one or wait below
                 return self._idle.get_nowait()
-            except queue.Empty:
-                pass
             with self._lock:
                 if self._closed:
                     raise ChildError("grader pool closed")

@@ -41,7 +41,7 @@ async def pipe(r, w):
                 break
             w.write(data)
             await w.drain()
-    except Exception:
+    except Exception:  # a peer hung up: this direction of the relay ends
         pass
     finally:
         w.close()
@@ -92,11 +92,10 @@ def forwarder_argv(python: str, ports: Sequence[int], argv: Sequence[str]) -> li
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
+        with contextlib.suppress(ConnectionError, OSError):  # a peer hung up: the relay ends
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
     finally:
         writer.close()
 
