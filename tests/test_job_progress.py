@@ -41,6 +41,6 @@ def test_scores_print_rounded_and_say_what_20_means() -> None:
         "after": {"overall": {"score": 25.333333333333336, "completion": 0.0666666}},
     }
     text = _describe("eval", info)
-    assert text.startswith("student completion 0.000 → 0.067, score 20.0 → 25.3")
+    assert text.startswith("held-out completion 0.000 → 0.067, score 20.0 → 25.3")
     assert "20 = a safe run that completed nothing" in text
     assert "000000" not in text

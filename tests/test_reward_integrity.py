@@ -150,6 +150,7 @@ def test_loop_red_team_every_escape_fails(tmp_path: Path) -> None:
     assert "fork refused after" in report["fork bomb"]
     assert "File too large" in report["one huge file"]
     assert "No space left" in report["fill memory via /dev/shm"]
+    assert "MemoryError" in report["allocate memory past the limit"]
     # the host side of every write attempt
     assert (out / "rollouts.jsonl").read_text() == '{"kept": true}\n'
     assert Path("/logs/verifier/reward.json").exists() == verifier_before

@@ -66,7 +66,9 @@ class Limits:
     processes: int | None = 256
     """Processes and threads of the rollout (RLIMIT_NPROC)."""
     memory_bytes: int | None = 16 * GiB
-    """Address space of each process (RLIMIT_AS; V8 reserves several GiB up front)."""
+    """Private writable memory (heap, anonymous mappings) of each process (RLIMIT_DATA). Not
+    RLIMIT_AS: V8 reserves ~10 GiB of address space per WebAssembly instance (undici's HTTP
+    parser), so an address-space limit breaks every Node harness's ``fetch``."""
     file_bytes: int | None = 1 * GiB
     """Largest file a process may write (RLIMIT_FSIZE)."""
     open_files: int | None = 4096
@@ -80,7 +82,7 @@ class Limits:
         if self.processes is not None:
             args.append(f"--nproc={self.processes + extra_processes}")
         if self.memory_bytes is not None:
-            args.append(f"--as={self.memory_bytes}")
+            args.append(f"--data={self.memory_bytes}")
         if self.file_bytes is not None:
             args.append(f"--fsize={self.file_bytes}")
         if self.open_files is not None:

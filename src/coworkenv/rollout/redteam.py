@@ -54,6 +54,8 @@ class Targets:
     """Size of the one huge file."""
     shm_mib: int = 1024
     """How much to write into ``/dev/shm`` (RAM) in 1 MiB files."""
+    hog_mib: int = 8192
+    """How much private memory to allocate in one go (past the memory limit when jailed)."""
     fill_mib: int = 256
     """How much the disk filler writes, in files of ``fill_file_mib``."""
     fill_file_mib: int = 4
@@ -144,6 +146,10 @@ def shm():
             if os.path.exists("/dev/shm/redteam-%d" % i):
                 os.remove("/dev/shm/redteam-%d" % i)
 tried("fill memory via /dev/shm", shm)
+def hog():
+    block = bytearray(T["hog_mib"] << 20)
+    return "allocated %d MiB" % (len(block) >> 20)
+tried("allocate memory past the limit", hog)
 print({json.dumps(REPORT_MARKER)} + json.dumps(out, sort_keys=True))
 """
     return f"python3 - <<'REDTEAM'\n{textwrap.dedent(body).strip()}\nREDTEAM"
@@ -173,6 +179,7 @@ def _targets(t: Targets) -> dict[str, Any]:
         "fork_max": t.fork_max,
         "big_mib": t.big_mib,
         "shm_mib": t.shm_mib,
+        "hog_mib": t.hog_mib,
     }
 
 
