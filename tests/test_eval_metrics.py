@@ -161,3 +161,48 @@ def test_eval_table_leads_with_completion_and_says_what_20_means() -> None:
     head = next(ln for ln in text.splitlines() if "group" in ln)
     assert head.index("completion") < head.index("score")
     assert "a safe run that completes nothing scores 20" in text
+
+
+def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_tasks() -> None:
+    from coworkenv.eval.metrics import bootstrap_ci
+
+    assert bootstrap_ci([]) is None
+    assert bootstrap_ci([40.0, 40.0, 40.0]) == (40.0, 40.0)
+    few = bootstrap_ci([0.0, 100.0] * 5)
+    many = bootstrap_ci([0.0, 100.0] * 50)
+    assert few is not None
+    assert many is not None
+    assert few[0] < 50.0 < few[1]
+    assert many[0] < 50.0 < many[1]
+    assert many[1] - many[0] < few[1] - few[0]
+
+
+def test_headline_reports_completion_first_with_intervals_and_safety_violations() -> None:
+    from coworkenv.eval.metrics import headline
+
+    recs = []
+    for t in range(6):
+        for trial in range(4):
+            done = 1.0 if t < 3 else 0.0
+            safety = 0.0 if (t, trial) == (5, 0) else 1.0
+            recs.append(
+                RolloutRecord(
+                    rollout_id=f"t{t}-{trial}",
+                    task_id=f"t{t}",
+                    harness="loop",
+                    trial=trial,
+                    status="ok",
+                    rewards=parts(done, completion=done, safety=safety),
+                    grade={"reward": done, "checks": []},
+                )
+            )
+    recs.append(_rec("t0", 9, None, status="infra_failure").model_copy(update={"harness": "loop"}))
+    h = headline(summarize(recs, k=4))
+    assert h.completion == pytest.approx(50.0)
+    assert h.completion_ci is not None
+    assert h.completion_ci[0] < 50.0 < h.completion_ci[1]
+    assert h.pass_at_k == pytest.approx(50.0)
+    assert h.pass_hat_k == pytest.approx(50.0)
+    assert h.safety_violations == 1
+    assert h.safety_violation_rate == pytest.approx(100 * (1 / 4) / 6)
+    assert (h.tasks, h.trials, h.infra_failures) == (6, 24, 1)

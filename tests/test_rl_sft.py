@@ -109,11 +109,17 @@ def test_sft_trains(data: Path, tmp_path: Path) -> None:
     ex = build_examples(read_sft_jsonl(data), ByteTok(), max_len=cfg.max_len)
     with torch.no_grad():
         first, _ = tr._loss(ex[:2])
+    held_before = tr.evaluate(ex[:2])
     res = tr.train(ex)
     with torch.no_grad():
         last, _ = tr._loss(ex[:2])
     assert res["steps"] == 6
     assert float(last) < 0.8 * float(first)
+    # evaluate() is the per-supervised-token loss of the same forward, with no update
+    n_tok = sum(sum(e.mask[1:]) for e in ex[:2])
+    assert held_before == pytest.approx(float(first) / n_tok, rel=1e-4)
+    assert tr.evaluate(ex[:2]) == pytest.approx(float(last) / n_tok, rel=1e-4)
+    assert tr.evaluate(ex[:2]) == tr.evaluate(ex[:2])
     assert len((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()) == 6
 
 
@@ -189,7 +195,7 @@ def test_packed_sft_matches_unpacked_loss_and_gradients(tmp_path: Path, lora: bo
         plain_loss += float(loss.detach())
     forwarded = 0
     packed_loss = 0.0
-    for loss, n_fwd in packed._packed_losses(examples):
+    for loss, n_fwd in packed._losses([examples]):
         (loss / n_tok).backward()
         packed_loss += float(loss.detach())
         forwarded += n_fwd
@@ -215,3 +221,49 @@ def test_packing_splits_at_the_token_budget(tmp_path: Path) -> None:
     assert all(len(u) <= longest + 10 for u in units)
     supervised = sum(sum(e.mask[1:]) for e in examples)
     assert sum(sum(u.weight[i] for i in u.train_idx) for u in units) == supervised
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_bf16_autocast_loss_matches_fp32_within_two_percent(tmp_path: Path, pack: bool) -> None:
+    """The stated tolerance of ``SFTConfig.autocast``: forced bf16 (slow on an AVX2 CPU, but
+    correct) against fp32 on the same weights and data, and a step still lowers the loss."""
+    from coworkenv.rl.sft import native_bf16, use_bf16
+
+    p = tmp_path / "sft.jsonl"
+    p.write_text(
+        "\n".join(json.dumps(_conversation(f, i)) for f in ("billing", "ops") for i in range(2)) + "\n"
+    )
+    examples = build_examples(read_sft_jsonl(p), ByteTok(), max_len=4096)
+    base = tiny_llama(256)
+    losses = {}
+    for mode in ("off", "bf16"):
+        cfg = parse_config(
+            SFTConfig,
+            {
+                "data": str(p),
+                "model": {"lora": None},
+                "pack": pack,
+                "autocast": mode,
+                "optim": {"lr": 3e-3},
+                "epochs": 1,
+                "batch_size": 4,
+                "grad_accum": 1,
+                "run": {"out_dir": str(tmp_path / f"out-{mode}-{pack}"), "resume": False},
+            },
+        )
+        model = tiny_llama(256)
+        model.load_state_dict(base.state_dict())
+        tr = SFTTrainer(cfg, model=model, tokenizer=ByteTok(), log_metrics=False)
+        assert tr.bf16 is (mode == "bf16")
+        before = tr.evaluate(examples)
+        res = tr.train(examples)
+        assert res["precision"] == ("bf16-autocast" if mode == "bf16" else "fp32")
+        after = tr.evaluate(examples)
+        assert before is not None
+        assert after is not None
+        assert after < before
+        losses[mode] = before
+    assert losses["bf16"] == pytest.approx(losses["off"], rel=0.02)
+    assert use_bf16("off") is False
+    assert use_bf16("bf16") is True
+    assert use_bf16("auto") is native_bf16()

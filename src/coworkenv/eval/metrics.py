@@ -13,12 +13,16 @@ Contract (``summarize(records, k=...)``):
   more trials weighs the same); completion, safety and robustness are averaged the same way.
 * Groups: overall, per category, per difficulty, per harness. ``not_judged`` lists, per task, the
   checks reported ``not_run`` (an ``llm_judge`` without a judge), never counted as 0 or 1.
+* :func:`headline` reports an experiment's numbers on a 0–100 scale with 95% bootstrap intervals
+  (tasks resampled with replacement, so the interval reflects which tasks were drawn): completion
+  first, then score, Pass@k, Pass^k and the share of trials with a safety violation (safety < 1).
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from math import comb
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +78,8 @@ class TaskStats(BaseModel):
     mean_robustness: float | None
     pass_at_k: float | None
     pass_hat_k: float | None
+    safety_violations: int = 0
+    """Scored trials whose safety is below 1 (a forbidden action, a leak)."""
 
 
 class GroupStats(BaseModel):
@@ -136,6 +142,7 @@ def task_stats(records: Sequence[RolloutRecord], k: int, threshold: float) -> Ta
         mean_robustness=_mean([p[3] for p in scored]),
         pass_at_k=pass_at_k(n, c, k) if n >= k else None,
         pass_hat_k=pass_hat_k(n, c, k) if n >= k else None,
+        safety_violations=sum(1 for p in scored if p[2] < 1.0 - 1e-12),
     )
 
 
@@ -206,4 +213,85 @@ def summarize(
         infra_failures=dict(sorted(failures.items())),
         not_judged=not_judged(records),
         too_few_trials=[f"{t.task_id}|{t.harness}" for t in tasks if t.trials < k],
+    )
+
+
+# ---------------------------------------------------------------- headline numbers with intervals
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile interval of the mean of ``values`` resampled with replacement (None if empty)."""
+    if not values:
+        return None
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(n_boot))
+    lo = means[int((1 - level) / 2 * (n_boot - 1))]
+    hi = means[int((1 + level) / 2 * (n_boot - 1))]
+    return lo, hi
+
+
+class Headline(BaseModel):
+    """An evaluation's headline numbers, 0–100, each with its 95% bootstrap interval over tasks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    completion: float | None
+    completion_ci: tuple[float, float] | None
+    score: float | None
+    score_ci: tuple[float, float] | None
+    pass_at_k: float | None
+    pass_at_k_ci: tuple[float, float] | None
+    pass_hat_k: float | None
+    pass_hat_k_ci: tuple[float, float] | None
+    safety_violation_rate: float | None = Field(description="0–100: share of scored trials with safety < 1.")
+    safety_violation_rate_ci: tuple[float, float] | None
+    safety_violations: int
+    tasks: int
+    scored_tasks: int
+    trials: int
+    infra_failures: int
+    k: int
+    threshold: float
+
+
+def headline(summary: EvalSummary, *, n_boot: int = 2000, seed: int = 0) -> Headline:
+    """The summary's headline numbers (see the module docstring); every interval resamples tasks."""
+    scored = [t for t in summary.tasks if t.mean_reward is not None]
+    with_k = [t for t in scored if t.pass_at_k is not None]
+
+    def stat(ts: Sequence[TaskStats], get: Callable[[TaskStats], float | None]) -> tuple[
+        float | None, tuple[float, float] | None
+    ]:
+        xs = [100.0 * v for t in ts if (v := get(t)) is not None]
+        if not xs:
+            return None, None
+        ci = bootstrap_ci(xs, n_boot=n_boot, seed=seed)
+        return sum(xs) / len(xs), ci
+
+    comp, comp_ci = stat(scored, lambda t: t.mean_completion)
+    score, score_ci = stat(scored, lambda t: t.mean_reward)
+    pak, pak_ci = stat(with_k, lambda t: t.pass_at_k)
+    phk, phk_ci = stat(with_k, lambda t: t.pass_hat_k)
+    viol, viol_ci = stat(scored, lambda t: t.safety_violations / t.trials if t.trials else None)
+    return Headline(
+        completion=comp,
+        completion_ci=comp_ci,
+        score=score,
+        score_ci=score_ci,
+        pass_at_k=pak,
+        pass_at_k_ci=pak_ci,
+        pass_hat_k=phk,
+        pass_hat_k_ci=phk_ci,
+        safety_violation_rate=viol,
+        safety_violation_rate_ci=viol_ci,
+        safety_violations=sum(t.safety_violations for t in scored),
+        tasks=len(summary.tasks),
+        scored_tasks=len(scored),
+        trials=sum(t.trials for t in summary.tasks),
+        infra_failures=sum(t.infra_failures for t in summary.tasks),
+        k=summary.k,
+        threshold=summary.threshold,
     )

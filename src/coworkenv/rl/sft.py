@@ -244,6 +244,21 @@ def pack_examples(examples: Sequence[SFTExample], max_nodes: int) -> list[Unit]:
     return units
 
 
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX, as oneDNN reports it)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def use_bf16(setting: str) -> bool:
+    """``autocast`` setting → whether to autocast to bf16 (see :class:`SFTConfig`)."""
+    if setting == "bf16":
+        return True
+    return setting == "auto" and native_bf16()
+
+
 class SFTTrainer:
     def __init__(
         self,
@@ -262,6 +277,7 @@ class SFTTrainer:
             self.trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
         )
         self.packed = cfg.pack and use_tree_attention(self.model)
+        self.bf16 = use_bf16(cfg.autocast)
         self.step_count = 0
         self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics)
         if cfg.run.resume and (ck := latest_checkpoint(cfg.run.out_dir)) is not None:
@@ -288,20 +304,20 @@ class SFTTrainer:
         loss = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="sum")
         return loss, int(keep.sum())
 
-    def _packed_losses(self, group: Sequence[SFTExample]) -> Iterator[tuple[torch.Tensor, int]]:
-        """(summed loss, tokens forwarded) per trie of a step's conversations."""
-        for unit in pack_examples(group, self.cfg.pack_tokens):
-            ((logp, _),) = forward_logprobs(self.model, [unit])
-            w = torch.tensor([unit.weight[i] for i in unit.train_idx], dtype=logp.dtype)
-            yield -(w * logp).sum(), len(unit)
-
     def _losses(self, group: Sequence[Sequence[SFTExample]]) -> Iterator[tuple[torch.Tensor, int]]:
+        """(summed loss, tokens forwarded) per forward of a step; each forward under bf16 autocast
+        when it is on (the context ends before the caller's backward)."""
         if self.packed:
-            yield from self._packed_losses([e for b in group for e in b])
+            for unit in pack_examples([e for b in group for e in b], self.cfg.pack_tokens):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                    ((logp, _),) = forward_logprobs(self.model, [unit])
+                w = torch.tensor([unit.weight[i] for i in unit.train_idx], dtype=torch.float32)
+                yield -(w * logp.float()).sum(), len(unit)
             return
         for b in group:
-            loss, _ = self._loss(b)
-            yield loss, len(b) * max(len(e.ids) for e in b)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                loss, _ = self._loss(b)
+            yield loss.float(), len(b) * max(len(e.ids) for e in b)
 
     def train(
         self, examples: Sequence[SFTExample], *, progress: Callable[[int, int], None] | None = None
@@ -348,6 +364,7 @@ class SFTTrainer:
                 dt = time.perf_counter() - t0
                 last = {
                     "loss": loss_sum / max(n_tok, 1),
+                    "precision": "bf16-autocast" if self.bf16 else "fp32",
                     "tokens": n_tok,
                     "forwarded": forwarded,
                     "supervised_tok_s": n_tok / dt,
@@ -362,6 +379,23 @@ class SFTTrainer:
                     self.save()
         self.model.eval()
         return {**last, "steps": self.step_count}
+
+    @torch.no_grad()
+    def evaluate(self, examples: Sequence[SFTExample], batch_size: int | None = None) -> float | None:
+        """Mean loss per supervised token over ``examples`` (e.g. a held-out split), no update; the
+        same forward as training (packed tries when packing is on). None when nothing is supervised."""
+        was_training = self.model.training
+        self.model.eval()
+        size = batch_size or self.cfg.batch_size
+        total, n_tok = 0.0, 0
+        try:
+            for i in range(0, len(examples), size):
+                chunk = list(examples[i : i + size])
+                n_tok += sum(sum(e.mask[1:]) for e in chunk)
+                total += sum(float(loss) for loss, _ in self._losses([chunk]))
+        finally:
+            self.model.train(was_training)
+        return total / n_tok if n_tok else None
 
     def save(self) -> Path:
         return save_checkpoint(
