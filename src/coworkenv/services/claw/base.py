@@ -77,6 +77,18 @@ class ClawService(Service):
     def not_found(self, ident: str) -> dict[str, Any]:
         return {"error": f"{self.kind} {ident} not found"}
 
+    def get_row(self, ident: str) -> dict[str, Any]:
+        """A copy of the row ``ident``, or Claw-Eval's not-found body."""
+        row = self.find(ident)
+        return dict(row) if row is not None else self.not_found(ident)
+
+    def record(self, audit: str, **fields: Any) -> dict[str, Any]:
+        """``fields`` stamped with the frozen now (last, as Claw-Eval orders it), appended to the
+        ``audit`` list; returned for the answer."""
+        rec = {**fields, "timestamp": self.stamp()}
+        self.emit(audit, rec)
+        return rec
+
     def stamp(self) -> str:
         """An ISO timestamp of the frozen now (``datetime.isoformat``, as Claw-Eval writes them)."""
         return self.clock.now().isoformat()

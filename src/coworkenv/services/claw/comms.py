@@ -46,14 +46,12 @@ class ClawGmail(ClawService):
     @tool("/gmail/messages/get")
     def gmail_get_message(self, message_id: str) -> dict[str, Any]:
         """Get the detailed content of an email by its message ID."""
-        m = self.find(message_id)
-        return dict(m) if m is not None else self.not_found(message_id)
+        return self.get_row(message_id)
 
     @tool("/gmail/send", write=True, audit="sent_messages")
     def gmail_send_message(self, to: str, subject: str, body: str) -> dict[str, Any]:
         """Send an email."""
-        msg = {"to": to, "subject": subject, "body": body, "timestamp": self.stamp()}
-        self.emit("sent_messages", msg)
+        msg = self.record("sent_messages", to=to, subject=subject, body=body)
         return {"status": "sent", "message": msg}
 
     @tool("/gmail/drafts/save", write=True, audit="drafts")
@@ -61,14 +59,13 @@ class ClawGmail(ClawService):
         self, to: str, subject: str, body: str, reply_to_message_id: str | None = None
     ) -> dict[str, Any]:
         """Save an email as a draft (not sent)."""
-        draft = {
-            "to": to,
-            "subject": subject,
-            "body": body,
-            "reply_to_message_id": reply_to_message_id,
-            "timestamp": self.stamp(),
-        }
-        self.emit("drafts", draft)
+        draft = self.record(
+            "drafts",
+            to=to,
+            subject=subject,
+            body=body,
+            reply_to_message_id=reply_to_message_id,
+        )
         return {"status": "draft_saved", "draft": draft}
 
 
@@ -90,14 +87,12 @@ class ClawContacts(ClawService):
     @tool("/contacts/get")
     def contacts_get(self, contact_id: str) -> dict[str, Any]:
         """Get a contact's details by ID."""
-        c = self.find(contact_id)
-        return dict(c) if c is not None else self.not_found(contact_id)
+        return self.get_row(contact_id)
 
     @tool("/contacts/send_message", write=True, audit="sent_messages")
     def contacts_send_message(self, contact_id: str, message: str) -> dict[str, Any]:
         """Send a message to a contact."""
-        record = {"contact_id": contact_id, "message": message, "timestamp": self.stamp()}
-        self.emit("sent_messages", record)
+        record = self.record("sent_messages", contact_id=contact_id, message=message)
         return {"status": "sent", "record": record}
 
 
@@ -116,14 +111,12 @@ class ClawNotes(ClawService):
     @tool("/notes/get")
     def notes_get(self, note_id: str) -> dict[str, Any]:
         """Get a note by ID."""
-        n = self.find(note_id)
-        return dict(n) if n is not None else self.not_found(note_id)
+        return self.get_row(note_id)
 
     @tool("/notes/share", write=True, audit="shared")
     def notes_share(self, note_id: str, recipients: list[str]) -> dict[str, Any]:
         """Share a note with recipients."""
-        record = {"note_id": note_id, "recipients": recipients, "timestamp": self.stamp()}
-        self.emit("shared", record)
+        record = self.record("shared", note_id=note_id, recipients=recipients)
         return {"status": "shared", "record": record}
 
 
@@ -164,8 +157,7 @@ class ClawRss(ClawService):
     @tool("/rss/articles/get")
     def rss_get_article(self, article_id: str) -> dict[str, Any]:
         """Get an article by ID."""
-        a = self.find(article_id)
-        return dict(a) if a is not None else self.not_found(article_id)
+        return self.get_row(article_id)
 
     @tool("/rss/publish", write=True, audit="published")
     def rss_publish(
@@ -175,13 +167,7 @@ class ClawRss(ClawService):
         recipients: list[str] = [],  # noqa: B006 - never mutated; a body model's default, as theirs
     ) -> dict[str, Any]:
         """Publish a newsletter."""
-        record = {
-            "title": title,
-            "content": content,
-            "recipients": list(recipients),
-            "timestamp": self.stamp(),
-        }
-        self.emit("published", record)
+        record = self.record("published", title=title, content=content, recipients=list(recipients))
         return {"status": "published", "record": record}
 
 
@@ -208,8 +194,7 @@ class ClawConfig(ClawService):
     @tool("/config/integrations/get")
     def config_get_integration(self, integration_id: str) -> dict[str, Any]:
         """Get an integration's full configuration."""
-        i = self.find(integration_id)
-        return dict(i) if i is not None else self.not_found(integration_id)
+        return self.get_row(integration_id)
 
     @tool("/config/integrations/update", write=True, audit="updates")
     def config_update_integration(
@@ -239,6 +224,5 @@ class ClawConfig(ClawService):
     @tool("/config/notify", write=True, audit="notifications")
     def config_send_notification(self, to: str, subject: str, body: str) -> dict[str, Any]:
         """Send a notification."""
-        record = {"to": to, "subject": subject, "body": body, "timestamp": self.stamp()}
-        self.emit("notifications", record)
+        record = self.record("notifications", to=to, subject=subject, body=body)
         return {"status": "sent", "notification": record}

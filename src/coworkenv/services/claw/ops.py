@@ -29,8 +29,7 @@ class ClawHelpdesk(ClawService):
     @tool("/helpdesk/tickets/get")
     def helpdesk_get_ticket(self, ticket_id: str) -> dict[str, Any]:
         """Get a ticket by ID."""
-        t = self.find(ticket_id)
-        return dict(t) if t is not None else self.not_found(ticket_id)
+        return self.get_row(ticket_id)
 
     @tool("/helpdesk/tickets/update", write=True, audit="updated_tickets")
     def helpdesk_update_ticket(
@@ -81,14 +80,12 @@ class ClawCrm(ClawService):
     @tool("/crm/customers/get")
     def crm_get_customer(self, customer_id: str) -> dict[str, Any]:
         """Get a customer by ID."""
-        c = self.find(customer_id)
-        return dict(c) if c is not None else self.not_found(customer_id)
+        return self.get_row(customer_id)
 
     @tool("/crm/export", write=True, audit="exported_reports")
     def crm_export_report(self, title: str, customer_ids: list[str], summary: str) -> dict[str, Any]:
         """Export a customer report."""
-        report = {"title": title, "customer_ids": customer_ids, "summary": summary, "timestamp": self.stamp()}
-        self.emit("exported_reports", report)
+        report = self.record("exported_reports", title=title, customer_ids=customer_ids, summary=summary)
         return {"status": "exported", "report": report}
 
 
@@ -112,21 +109,19 @@ class ClawFinance(ClawService):
     @tool("/finance/transactions/get")
     def finance_get_transaction(self, transaction_id: str) -> dict[str, Any]:
         """Get a transaction by ID."""
-        t = self.find(transaction_id)
-        return dict(t) if t is not None else self.not_found(transaction_id)
+        return self.get_row(transaction_id)
 
     @tool("/finance/report/submit", write=True, audit="submitted_reports")
     def finance_report_submit(
         self, title: str, transactions: list[str], total_amount: float
     ) -> dict[str, Any]:
         """Submit an expense report."""
-        report = {
-            "title": title,
-            "transactions": transactions,
-            "total_amount": total_amount,
-            "timestamp": self.stamp(),
-        }
-        self.emit("submitted_reports", report)
+        report = self.record(
+            "submitted_reports",
+            title=title,
+            transactions=transactions,
+            total_amount=total_amount,
+        )
         return {"status": "submitted", "report": report}
 
 
@@ -144,21 +139,14 @@ class ClawInventory(ClawService):
     @tool("/inventory/products/get")
     def inventory_get_product(self, product_id: str) -> dict[str, Any]:
         """Get a product by ID."""
-        p = self.find(product_id)
-        return dict(p) if p is not None else self.not_found(product_id)
+        return self.get_row(product_id)
 
     @tool("/inventory/orders/create", write=True, audit="orders")
     def inventory_create_order(
         self, product_id: str, quantity: int, supplier: str | None = None
     ) -> dict[str, Any]:
         """Create a purchase order."""
-        order = {
-            "product_id": product_id,
-            "quantity": quantity,
-            "supplier": supplier,
-            "timestamp": self.stamp(),
-        }
-        self.emit("orders", order)
+        order = self.record("orders", product_id=product_id, quantity=quantity, supplier=supplier)
         return {"status": "created", "order": order}
 
 
@@ -196,8 +184,7 @@ class ClawKb(ClawService):
     @tool("/kb/articles/get")
     def kb_get_article(self, article_id: str) -> dict[str, Any]:
         """Get an article by ID."""
-        a = self.find(article_id)
-        return dict(a) if a is not None else self.not_found(article_id)
+        return self.get_row(article_id)
 
     @tool("/kb/articles/update", write=True, audit="updates")
     def kb_update_article(self, article_id: str, content: str) -> dict[str, Any]:

@@ -117,8 +117,7 @@ class ClawScheduler(ClawService):
     @tool("/scheduler/jobs/get")
     def scheduler_get_job(self, job_id: str) -> dict[str, Any]:
         """Get a job by ID."""
-        j = self.find(job_id)
-        return dict(j) if j is not None else self.not_found(job_id)
+        return self.get_row(job_id)
 
     @tool("/scheduler/jobs/create", write=True, audit="created_jobs")
     def scheduler_create_job(
@@ -241,8 +240,7 @@ class ClawCalendar(ClawService):
     @tool("/calendar/events/get")
     def calendar_get_event(self, event_id: str) -> dict[str, Any]:
         """Get an event by ID."""
-        e = self.find(event_id)
-        return dict(e) if e is not None else self.not_found(event_id)
+        return self.get_row(event_id)
 
     @tool("/calendar/events/create", write=True, audit="created_events")
     def calendar_create_event(
