@@ -1,5 +1,12 @@
 """SmolLM2-135M on procedurally synthesized tasks: base → SFT on teacher demos → GRPO (loop) → GRPO (harness).
 
+Protocol (issue 19; fixed before the run and written into the report): training tasks from procedural
+seed 0; held-out A = ``--heldout`` (≥ 40) procedural tasks from the unseen seed 1, cycling over all 13
+templates; held-out B = the Claw-Eval tasks under ``--claw-eval`` whose own ``grader.py`` asks no judge
+(probed before the run); ``--trials`` (≥ 4) per task; primary metric completion (0–100), beside score,
+Pass@k and Pass^k at 0.75 and safety violations, each with a 95% bootstrap interval over tasks
+(:func:`coworkenv.eval.metrics.headline`). ``summary.json`` holds them per held-out set and stage.
+
 Contract: every stage only calls library code (synthesis, rollouts, curation, SFT, trees, RL trainer,
 metrics) and writes its result to ``<work>/<stage>.json`` (wall seconds and peak RSS included); a
 stage whose JSON exists is skipped, so an interrupted run resumes. Big artifacts (rollouts,
@@ -33,6 +40,8 @@ import argparse
 import contextlib
 import copy
 import json
+import os
+import random
 import resource
 import sys
 import time
@@ -157,24 +166,109 @@ def backend_from(path: str, e: Exp, seed: int) -> Any:
     )
 
 
-def evaluate(e: Exp, name: str, checkpoint: str) -> dict[str, Any]:
-    from coworkenv.eval.metrics import summarize
+def heldout_sets(e: Exp) -> dict[str, list[Any]]:
+    """``A``: the procedural held-out suite; ``B``: the judge-free Claw-Eval tasks (if any)."""
+    from coworkenv.importers.claw_eval import import_task
 
-    heldout = load_suite(e.path("synth", "heldout"))
-    backend = backend_from(checkpoint, e, e.a.seed + 1)
-    recs = rollouts(e, heldout, ["loop"], e.a.trials, backend, e.path(name))
+    sets = {"A": load_suite(e.path("synth", "heldout"))}
+    b = ((e.result("synth") or {}).get("heldout_b") or {}).get("task_dirs", [])
+    if b:
+        sets["B"] = [import_task(Path(d))[0] for d in b]
+    return sets
+
+
+def eval_set(  # noqa: PLR0917
+    e: Exp, name: str, tasks: Sequence[Any], backend: Any, out: Path, harness: str = "loop"
+) -> dict[str, Any]:
+    from coworkenv.eval.metrics import headline, summarize
+
+    recs = rollouts(e, tasks, [harness], e.a.trials, backend, out, harness_objects=objects(e, harness))
     s = summarize(recs, k=e.a.trials, threshold=0.75)
-    o = s.overall
-    calls = call_stats(e.path(name))
-    log(f"  {name}: score {o.score} pass@{s.k} {o.pass_at_k} pass^{s.k} {o.pass_hat_k}")
+    h = headline(s, seed=e.a.seed)
+    log(
+        f"  {name}: completion {_f(h.completion)} {_ci(h.completion_ci)}, score {_f(h.score)}, "
+        f"pass@{s.k} {_f(h.pass_at_k)}, pass^{s.k} {_f(h.pass_hat_k)}, "
+        f"{h.safety_violations} safety violation(s)"
+    )
+    judged = [r for r in recs if r.graded_by is not None and r.graded_by.judge_calls]
     return {
-        "checkpoint": checkpoint,
-        "overall": o.model_dump(),
+        "headline": h.model_dump(),
+        "overall": s.overall.model_dump(),
         "tasks": [t.model_dump() for t in s.tasks],
         "infra_failures": s.infra_failures,
+        "not_judged": s.not_judged,
+        "rollouts_asking_a_judge": len(judged),
+        "errors": error_analysis(recs),
         "rewards": [r.rewards.reward if r.rewards else None for r in recs],
-        **calls,
+        **call_stats(out),
     }
+
+
+def evaluate(e: Exp, name: str, checkpoint: str) -> dict[str, Any]:
+    """``checkpoint`` on every held-out set."""
+    backend = backend_from(checkpoint, e, e.a.seed + 1)
+    try:
+        return {"checkpoint": checkpoint, **evaluate_backend(e, name, backend)}
+    finally:
+        backend.close()
+
+
+def evaluate_backend(
+    e: Exp, name: str, backend: Any, *, only_a: int = 0, harness: str = "loop"
+) -> dict[str, Any]:
+    """The policy ``backend`` serves, on every held-out set (``only_a``: the first n tasks of A
+    only, for the evaluations between GRPO updates)."""
+    out: dict[str, Any] = {"sets": {}, "policy_version": backend.policy_version, "harness": harness}
+    for key, suite in heldout_sets(e).items():
+        if (only_a or harness != "loop") and key != "A":
+            continue
+        tasks = suite[:only_a] if only_a else suite
+        out["sets"][key] = eval_set(e, f"{name} {key}", tasks, backend, e.path(name, key), harness=harness)
+    a = out["sets"]["A"]
+    out["overall"] = a["overall"]  # the primary set's, for the per-task tables
+    out["tasks"] = a["tasks"]
+    return out
+
+
+def template_of(task_id: str) -> str:
+    """``proc-s1-00012-vendor_bank_change`` → ``vendor_bank_change`` (other ids unchanged)."""
+    parts = task_id.split("-", 3)
+    return parts[3] if len(parts) == 4 and parts[0] == "proc" else task_id
+
+
+def error_analysis(recs: Sequence[Any]) -> dict[str, Any]:
+    """Per template: trials, completion, what the failed trials got wrong (checks failed, infra
+    failure kinds, no tool call at all)."""
+    from collections import Counter
+
+    out: dict[str, Any] = {}
+    by: dict[str, list[Any]] = {}
+    for r in recs:
+        by.setdefault(template_of(r.task_id), []).append(r)
+    for tpl, rs in sorted(by.items()):
+        failed_checks: Counter[str] = Counter()
+        kinds: Counter[str] = Counter()
+        no_tool = 0
+        comp = []
+        for r in rs:
+            if r.status != "ok":
+                kinds[r.failure.kind if r.failure else "unlabelled"] += 1
+                continue
+            if r.rewards is not None:
+                comp.append(r.rewards.completion)
+            if not r.tool_calls:
+                no_tool += 1
+            for c in (r.grade or {}).get("checks", []):
+                if isinstance(c, dict) and c.get("status") in ("failed", "partial"):
+                    failed_checks[str(c.get("name"))] += 1
+        out[tpl] = {
+            "trials": len(rs),
+            "completion": round(100 * sum(comp) / len(comp), 1) if comp else None,
+            "no_tool_call": no_tool,
+            "infra_failures": dict(kinds),
+            "top_failed_checks": failed_checks.most_common(3),
+        }
+    return out
 
 
 def call_stats(rollout_dir: Path) -> dict[str, Any]:
@@ -217,12 +311,12 @@ def delta_norm(before: dict[str, Any], after: dict[str, Any]) -> float:
     return tot**0.5
 
 
-def rl_config(e: Exp, out: Path, groups: int, group: int) -> Any:
+def rl_config(e: Exp, out: Path, groups: int, group: int, estimator: str = "grpo") -> Any:
     from coworkenv.rl.config import RLConfig
 
     return RLConfig.model_validate(
         {
-            "estimator": "grpo",
+            "estimator": estimator,
             "group_size": group,
             "batch_size": group * max(1, groups),
             "optim": {"lr": e.a.grpo_lr},
@@ -240,18 +334,81 @@ def rl_config(e: Exp, out: Path, groups: int, group: int) -> Any:
 def stage_synth(e: Exp) -> dict[str, Any]:
     from coworkenv.synth.pipeline import synthesize
     from coworkenv.synth.plan import Plan
-    from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural import TEMPLATES, ProceduralGenerator, plan_slots
 
-    if e.a.split == "structure":
-        return synth_structure_split(e)
     info: dict[str, Any] = {}
-    for name, n, seed in (("train", e.a.train_tasks, 0), ("heldout", e.a.heldout, 1)):
-        run = synthesize(
-            Plan(tuple(plan_slots(n, seed))), ProceduralGenerator(seed), out=e.path("synth", name)
-        )
-        info[name] = {"seed": seed, "accepted": run.stats.accepted, "tasks": [s.id for s in run.specs]}
-        log(f"  synth {name}: {run.stats.accepted}/{n} accepted (seed {seed})")
+    if e.a.split == "structure":
+        info = synth_structure_split(e)
+    else:
+        for name, n, seed in (("train", e.a.train_tasks, 0), ("heldout", e.a.heldout, 1)):
+            run = synthesize(
+                Plan(tuple(plan_slots(n, seed))), ProceduralGenerator(seed), out=e.path("synth", name)
+            )
+            info[name] = {"seed": seed, "accepted": run.stats.accepted, "tasks": [s.id for s in run.specs]}
+            log(f"  synth {name}: {run.stats.accepted}/{n} accepted (seed {seed})")
+        covered = sorted({template_of(t) for t in info["heldout"]["tasks"]})
+        info["heldout"]["templates"] = covered
+        missing = sorted(set(TEMPLATES) - set(covered))
+        if missing and e.a.heldout >= len(TEMPLATES):
+            raise SystemExit(f"held-out A misses templates {missing}: synthesis rejected their tasks")
+        log(f"  held-out A covers {len(covered)}/{len(TEMPLATES)} templates")
+    info["heldout_b"] = judge_free_claw_tasks(e.a.claw_eval, e.a.heldout_b) if e.a.claw_eval else {}
     return info
+
+
+def judge_free_claw_tasks(root: Path, limit: int) -> dict[str, Any]:
+    """Held-out B: the Claw-Eval tasks whose own ``grader.py`` grades without a judge, probed once
+    before any model runs: each task's grader sees a run that answers without acting, with the judge
+    refused; a task whose grader asked the judge is left out (and named). Evaluations still count
+    the rollouts whose grading asked a judge (``rollouts_asking_a_judge``)."""
+    from coworkenv.claweval.grade import grade_records, package_path
+    from coworkenv.importers.claw_eval import import_task, task_dirs
+    from coworkenv.proxy.messages import Message
+    from coworkenv.rollout.record import RolloutRecord
+    from coworkenv.services.trial import Host
+
+    if not root.is_dir():
+        raise SystemExit(f"--claw-eval {root}: not a directory (pass '' to run without held-out B)")
+    if package_path() is None:
+        raise SystemExit("held-out B needs Claw-Eval's package: bash scripts/install_claw_eval.sh")
+    host = Host()
+    items, dirs, failed = [], [], {}
+    for d in task_dirs(root):
+        try:
+            spec, _ = import_task(d)
+        except Exception as exc:  # reported, never silently dropped
+            failed[d.name] = f"{type(exc).__name__}: {exc}"[:200]
+            continue
+        msgs = (Message(role="user", content=spec.request), Message(role="assistant", content="Done."))
+        rec = RolloutRecord(
+            rollout_id=f"probe-{spec.id}",
+            task_id=spec.id,
+            harness="probe",
+            trial=0,
+            status="ok",
+            messages=msgs,
+            final_answer="Done.",
+        )
+        items.append((host.add_task(spec), rec))
+        dirs.append(d)
+    grades = grade_records(items, judge={"kind": "none"})
+    free = [str(d) for d, g in zip(dirs, grades, strict=True) if g.status == "graded" and not g.judge_calls]
+    judged = [d.name for d, g in zip(dirs, grades, strict=True) if g.status == "graded" and g.judge_calls]
+    errors = {d.name: g.reason[:200] for d, g in zip(dirs, grades, strict=True) if g.status != "graded"}
+    found = len(free)
+    free = free[:limit] if limit else free
+    log(
+        f"  held-out B: {len(free)} judge-free Claw-Eval tasks "
+        f"({len(judged)} ask a judge, {len(errors)} errors)"
+    )
+    return {
+        "root": str(root),
+        "judge_free": found,
+        "task_dirs": free,
+        "ask_a_judge": judged,
+        "import_failed": failed,
+        "grade_errors": errors,
+    }
 
 
 def synth_structure_split(e: Exp) -> dict[str, Any]:
@@ -322,43 +479,120 @@ def stage_sft(e: Exp) -> dict[str, Any]:
             "max_len": e.a.sft_max_len,
         }
     )
-    examples = build_examples(read_sft_jsonl(cfg.data), tok, max_len=cfg.max_len)
+    rows = read_sft_jsonl(cfg.data)
+    # a held-out split of whole conversations (by task: no task is on both sides) for the loss curve
+    rng = random.Random(e.a.seed)
+    task_ids = sorted({_conversation_task(m) for m, _ in rows})
+    rng.shuffle(task_ids)
+    val_tasks = set(task_ids[: max(1, round(len(task_ids) * e.a.sft_val_share))] if e.a.sft_val_share else [])
+    train_rows = [r for r in rows if _conversation_task(r[0]) not in val_tasks]
+    val_rows = [r for r in rows if _conversation_task(r[0]) in val_tasks]
+    examples = build_examples(train_rows, tok, max_len=cfg.max_len)
+    val = build_examples(val_rows, tok, max_len=cfg.max_len)
     sup = sum(sum(x.mask) for x in examples)
-    log(f"  sft: {len(examples)} examples, {sum(len(x.ids) for x in examples)} tokens, {sup} supervised")
+    log(
+        f"  sft: {len(examples)} examples ({len(train_rows)} conversations), "
+        f"{sum(len(x.ids) for x in examples)} tokens, {sup} supervised; held-out loss on {len(val)} examples"
+    )
     trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
-    last = trainer.train(examples, progress=lambda s, t: log(f"  sft step {s}/{t}"))
+    val_curve: list[tuple[int, float | None]] = []
+    if val:
+        val_curve.append((0, trainer.evaluate(val)))
+    bar = StageBar("sft")
+
+    def progress(step: int, total: int) -> None:
+        bar.update(step, total)
+        if val and (step % max(1, e.a.sft_eval_every) == 0 or step == total):
+            val_curve.append((step, trainer.evaluate(val)))
+            log(f"  sft step {step}/{total}: held-out loss {val_curve[-1][1]:.4f}")
+
+    with bar:
+        last = trainer.train(examples, progress=progress)
     final = trainer.export(e.path("sft", "final"))
     losses = [json.loads(x) for x in e.path("sft", "metrics.jsonl").read_text().splitlines() if x.strip()]
     return {
         "mode": e.a.sft_mode,
+        "conversations": len(train_rows),
+        "val_conversations": len(val_rows),
         "examples": len(examples),
         "supervised_tokens": sup,
         "last": last,
         "loss_curve": [m.get("loss") for m in losses],
+        "val_loss_curve": val_curve,
         "checkpoint": str(final),
     }
+
+
+def _conversation_task(msgs: Sequence[Any]) -> str:
+    """The task a curated conversation came from: its first user message (one request per task)."""
+    return next((str(m.content) for m in msgs if m.role == "user"), "")
+
+
+class StageBar:
+    """A rich progress bar for a stage's steps (silent when stdout is not a terminal)."""
+
+    def __init__(self, name: str) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            f"[bold]{name}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            disable=not sys.stdout.isatty(),
+        )
+        self.task = self.progress.add_task(name, total=None)
+
+    def update(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+    def __enter__(self) -> StageBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
 
 
 def grpo_run(  # noqa: PLR0917
     e: Exp,
     name: str,
     checkpoint: str,
-    tasks: Sequence[Any],
-    harness: str,
+    pool: Sequence[Any],
+    harness: str | Sequence[str],
     steps: int,
     group: int,
     seed: int,
+    *,
+    per_step: int = 0,
+    estimator: str = "grpo",
+    eval_every: int = 0,
 ) -> dict[str, Any]:
-    """GRPO through ``harness``: per step, rollouts (``group`` per task) → trees → one update,
-    weights pushed to the serving backend (policy version in every later captured call)."""
+    """RL through ``harness`` (several: mix-harness groups, one per (task, harness)): per step,
+    ``per_step`` tasks taken in turn from ``pool`` (all of it when 0), rollouts (``group`` per task
+    and harness) → trees → one update with ``estimator``, weights pushed to the serving backend
+    (policy version in every later captured call); every ``eval_every`` updates the live policy is
+    evaluated on held-out A (``--grpo-eval-tasks`` of it)."""
     from coworkenv.rl.common import merged_state_dict, save_merged
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.report import process_dir
 
+    harnesses = [harness] if isinstance(harness, str) else list(harness)
+    per_step = per_step or len(pool)
     backend = backend_from(checkpoint, e, seed)
     before = merged_state_dict(backend.model)
-    cfg = rl_config(e, e.path(name, "train"), len(tasks), group)
+    cfg = rl_config(e, e.path(name, "train"), per_step * len(harnesses), group, estimator)
     pushed: list[str] = []
+    evals: list[dict[str, Any]] = []
+    bar = StageBar(name)
+    bar.__enter__()
 
     def push(model: Any, version: int) -> None:
         backend.set_weights(merged_state_dict(model), f"rl-{version}")
@@ -369,7 +603,11 @@ def grpo_run(  # noqa: PLR0917
     for i in range(steps):
         d = e.path(name, f"step-{i}")
         t0 = time.perf_counter()
-        recs = rollouts(e, tasks, [harness], group, backend, d, harness_objects=objects(e, harness))
+        tasks = [pool[(i * per_step + j) % len(pool)] for j in range(per_step)]
+        objs: dict[str, Any] = {}
+        for h in harnesses:
+            objs.update(objects(e, h) or {})
+        recs = rollouts(e, tasks, harnesses, group, backend, d, harness_objects=objs or None)
         t_roll = time.perf_counter() - t0
         rep = process_dir(d, d / "samples.jsonl")
         samples = read_samples(d / "samples.jsonl")
@@ -398,13 +636,26 @@ def grpo_run(  # noqa: PLR0917
                 **call_stats(d),
             }
         )
+        out[-1]["tasks"] = [t.id for t in tasks]
+        out[-1]["by_harness"] = {
+            h: _mean_or_none([r.rewards.reward for r in recs if r.harness == h and r.rewards])
+            for h in harnesses
+        }
         log(f"  {name} step {i}: mean reward {out[-1]['mean_reward']}, samples {len(samples)}, metrics {m}")
+        bar.update(i + 1, steps)
+        if eval_every and ((i + 1) % eval_every == 0 or i + 1 == steps):
+            ev = evaluate_backend(e, f"{name}/eval-{i + 1}", backend, only_a=e.a.grpo_eval_tasks)
+            evals.append({"updates": i + 1, **ev["sets"]["A"]["headline"]})
+    bar.__exit__()
     after = merged_state_dict(trainer.model)
     final = save_merged(trainer.model, backend.tokenizer, e.path(name, "final"))
+    backend.close()
     return {
         "harness": harness,
+        "estimator": estimator,
+        "evals": evals,
         "checkpoint_in": checkpoint,
-        "tasks": [t.id for t in tasks],
+        "tasks": sorted({t for st in out for t in st["tasks"]}),
         "group": group,
         "lr": e.a.grpo_lr,
         "lora": e.a.grpo_lora,
@@ -423,10 +674,44 @@ def task_pool(e: Exp) -> list[Any]:
 
 
 def stage_grpo(e: Exp) -> dict[str, Any]:
-    tasks = task_pool(e)[: e.a.grpo_tasks]
-    return grpo_run(
-        e, "grpo", str(e.path("sft", "final")), tasks, "loop", e.a.grpo_steps, e.a.grpo_group, e.a.seed + 2
-    )
+    """One RL run per estimator (the first is the primary one), each from the SFT checkpoint with
+    the same budget: the same tasks per update, group, steps and learning rate."""
+    runs = {}
+    for est in e.a.estimators:
+        name = "grpo" if est == e.a.estimators[0] else f"grpo-{est}"
+        runs[est] = grpo_run(
+            e,
+            name,
+            str(e.path("sft", "final")),
+            task_pool(e),
+            "loop",
+            e.a.grpo_steps,
+            e.a.grpo_group,
+            e.a.seed + 2,
+            per_step=e.a.grpo_tasks,
+            estimator=est,
+            eval_every=e.a.grpo_eval_every,
+        )
+    primary = runs[e.a.estimators[0]]
+    return {**primary, "runs": runs}
+
+
+def stage_grpo_eval(e: Exp) -> dict[str, Any]:
+    """The primary estimator's final policy on every held-out set; the others' on held-out A."""
+    out = evaluate(e, "grpo_eval", str(e.path("grpo", "final")))
+    out["alternatives"] = {}
+    for est in e.a.estimators[1:]:
+        backend = backend_from(str(e.path(f"grpo-{est}", "final")), e, e.a.seed + 1)
+        try:
+            ev = evaluate_backend(e, f"grpo_eval-{est}", backend)
+        finally:
+            backend.close()
+        out["alternatives"][est] = ev["sets"]
+    return out
+
+
+def _mean_or_none(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def objects(e: Exp, harness: str) -> dict[str, Any] | None:
@@ -464,6 +749,8 @@ def stage_harness(e: Exp) -> dict[str, Any]:
                 )
     else:
         tasks = pool[: e.a.harness_tasks]
+    if e.a.mix_harnesses:
+        return stage_mix(e, ck, tasks)
     attempts: list[dict[str, Any]] = []
     for harness in e.a.harnesses:
         try:
@@ -488,6 +775,36 @@ def stage_harness(e: Exp) -> dict[str, Any]:
     return {"attempts": attempts}
 
 
+def stage_mix(e: Exp, ck: str, pool: Sequence[Any]) -> dict[str, Any]:
+    """Mix-harness RL: each update's groups are (task, harness) over ``--mix-harnesses`` (advantages
+    never compare across harnesses); then held-out A through each non-loop harness before (``ck``)
+    and after the run."""
+    harnesses = e.a.mix_harnesses
+    res = grpo_run(
+        e,
+        "mix",
+        ck,
+        pool,
+        harnesses,
+        e.a.harness_steps,
+        e.a.harness_group,
+        e.a.seed + 3,
+        per_step=e.a.harness_tasks,
+    )
+    through: dict[str, Any] = {}
+    for h in harnesses:
+        if h == "loop" or not e.a.harness_eval:
+            continue
+        for when, path in (("before", ck), ("after", res["checkpoint"])):
+            backend = backend_from(path, e, e.a.seed + 1)
+            try:
+                ev = evaluate_backend(e, f"mix-eval-{h}-{when}", backend, harness=h)
+            finally:
+                backend.close()
+            through.setdefault(h, {})[when] = ev["sets"]["A"]["headline"]
+    return {"attempts": [res], "mix": harnesses, "heldout_a_through": through}
+
+
 def steps_table(title: str, steps: Sequence[dict[str, Any]]) -> list[str]:
     out = [
         f"#### {title}",
@@ -510,6 +827,107 @@ def steps_table(title: str, steps: Sequence[dict[str, Any]]) -> list[str]:
     return [*out, ""]
 
 
+STAGE_EVALS = (("base", "base_eval"), ("sft", "sft_eval"), ("grpo", "grpo_eval"))
+HEADLINE_KEYS = (
+    "completion",
+    "completion_ci",
+    "score",
+    "score_ci",
+    "pass_at_k",
+    "pass_at_k_ci",
+    "pass_hat_k",
+    "pass_hat_k_ci",
+    "safety_violations",
+    "safety_violation_rate",
+    "tasks",
+    "trials",
+    "infra_failures",
+)
+
+
+def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``: per held-out set and stage, the headline numbers; the goals and verdicts."""
+    sets: dict[str, dict[str, Any]] = {}
+    for stage, key in STAGE_EVALS:
+        for name, ev in ((data.get(key) or {}).get("sets") or {}).items():
+            sets.setdefault(name, {})[stage] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
+        for est, alt in ((data.get(key) or {}).get("alternatives") or {}).items():
+            for name, ev in alt.items():
+                sets.setdefault(name, {})[f"grpo:{est}"] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
+    a = sets.get("A", {})
+
+    def delta(x: str, y: str) -> float | None:
+        cx, cy = (a.get(x) or {}).get("completion"), (a.get(y) or {}).get("completion")
+        return None if cx is None or cy is None else cx - cy
+
+    steps = (data.get("grpo") or {}).get("steps", [])
+    third = max(1, len(steps) // 3)
+    early = [st["mean_reward"] for st in steps[:third] if st["mean_reward"] is not None]
+    late = [st["mean_reward"] for st in steps[-third:] if st["mean_reward"] is not None]
+    rises = (
+        None if not early or not late or len(steps) < 3 else sum(late) / len(late) > sum(early) / len(early)
+    )
+    goals: dict[str, dict[str, Any]] = {
+        "sft_minus_base_completion_A": {"value": delta("sft", "base"), "goal": 30.0},
+        "grpo_minus_sft_completion_A": {"value": delta("grpo", "sft"), "goal": 5.0},
+        "grpo_reward_rises": {"value": rises, "goal": True},
+    }
+    for g in goals.values():
+        v = g["value"]
+        g["met"] = None if v is None else (v is True if isinstance(g["goal"], bool) else v >= g["goal"])
+    syn = data.get("synth") or {}
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "protocol": protocol(e, data),
+        "sets": sets,
+        "goals": goals,
+        "heldout_b_excluded": {
+            "ask_a_judge": (syn.get("heldout_b") or {}).get("ask_a_judge", []),
+            "import_failed": sorted((syn.get("heldout_b") or {}).get("import_failed", {})),
+        },
+    }
+
+
+def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
+    a = e.a
+    syn = data.get("synth") or {}
+    return {
+        "train": {"generator_seed": 0, "tasks": len((syn.get("train") or {}).get("tasks", []))},
+        "heldout_A": {
+            "generator_seed": 1,
+            "tasks": len((syn.get("heldout") or {}).get("tasks", [])),
+            "templates": (syn.get("heldout") or {}).get("templates", []),
+        },
+        "heldout_B": {
+            "source": (syn.get("heldout_b") or {}).get("root"),
+            "tasks": len((syn.get("heldout_b") or {}).get("task_dirs", [])),
+            "rule": "Claw-Eval tasks whose grader.py asked no judge when probed before the run",
+            "judge_free": (syn.get("heldout_b") or {}).get("judge_free"),
+            "limit": a.heldout_b or None,
+        },
+        "trials": a.trials,
+        "pass_threshold": 0.75,
+        "primary_metric": "completion (0-100), mean over tasks of the per-task mean",
+        "interval": "95% percentile bootstrap over tasks (2000 resamples)",
+        "sampling": {
+            "temperature": a.temperature,
+            "max_new_tokens": a.max_new_tokens,
+            "max_turns": a.max_turns,
+        },
+        "sft": {"mode": a.sft_mode, "lr": a.sft_lr, "epochs": a.sft_epochs, "max_len": a.sft_max_len},
+        "rl": {
+            "estimators": a.estimators,
+            "updates": a.grpo_steps,
+            "tasks_per_update": a.grpo_tasks,
+            "group": a.grpo_group,
+            "lr": a.grpo_lr,
+            "eval_every": a.grpo_eval_every,
+        },
+        "mix_harnesses": a.mix_harnesses,
+    }
+
+
 def stage_report(e: Exp) -> dict[str, Any]:
     import matplotlib
 
@@ -521,158 +939,196 @@ def stage_report(e: Exp) -> dict[str, Any]:
     data = {s: e.result(s) for s in STAGES if s != "report"}
     data["args"] = {k: str(v) for k, v in vars(e.a).items()}
     (res / "metrics.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    summary = build_summary(e, data)
+    (res / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     sft = data.get("sft") or {}
     if sft.get("loss_curve"):
-        axes[0].plot(range(1, len(sft["loss_curve"]) + 1), sft["loss_curve"], marker="o")
-    axes[0].set(title="SFT loss (assistant tokens)", xlabel="optimizer step", ylabel="loss")
-    grpo = data.get("grpo") or {}
-    for st in grpo.get("steps", []):
-        ys = [r for r in st["rewards"] if r is not None]
-        axes[1].scatter([st["step"]] * len(ys), ys, alpha=0.4, color="grey")
-    if grpo.get("steps"):
-        xs = [s["step"] for s in grpo["steps"]]
-        axes[1].plot(xs, [s["mean_reward"] for s in grpo["steps"]], marker="o", label="mean rollout reward")
-        axes[1].legend()
-    axes[1].set(
-        title="GRPO (loop): reward per step", xlabel="GRPO step (rollouts before update)", ylabel="reward"
-    )
-    names = [("base_eval", "base"), ("sft_eval", "SFT"), ("grpo_eval", "SFT+GRPO")]
-    scores = [((data.get(k) or {}).get("overall") or {}).get("score") for k, _ in names]
-    axes[2].bar([n for _, n in names], [s or 0 for s in scores])
-    for i, s in enumerate(scores):
-        axes[2].text(i, (s or 0) + 1, "-" if s is None else f"{s:.1f}", ha="center")
-    axes[2].set(title="held-out mean score (0-100)", ylim=(0, 100))
-    fig.tight_layout()
-    fig.savefig(res / "reward_curve.png", dpi=110)
-
-    rows = []
-    for key, label in [
-        ("base_eval", "(a) base SmolLM2-135M"),
-        ("sft_eval", "(b) + SFT"),
-        ("grpo_eval", "(c) + GRPO (loop)"),
-    ]:
-        d = data.get(key)
-        if not d:
-            rows.append(f"| {label} | not run | | | | | | |")  # same 8 columns
-            continue
-        o = d["overall"]
-        train_key = {"sft_eval": "sft", "grpo_eval": "grpo"}.get(key)
-        tr = data.get(train_key) or {} if train_key else {}
-        wall = f"{d['wall_s']:.0f} s eval" + (f" + {tr['wall_s']:.0f} s train" if tr else "")
-        rss = max(d["peak_rss_mb"], tr.get("peak_rss_mb", 0))
-        rows.append(
-            f"| {label} | {_f(o['completion'], 3)} | {_f(o['score'])} | {_f(o['pass_at_k'], 3)} | "
-            f"{_f(o['pass_hat_k'], 3)} | {_f(o['safety'], 3)} | {wall} | {rss:.0f} MB |"
+        axes[0].plot(
+            range(1, len(sft["loss_curve"]) + 1), sft["loss_curve"], label="train (per step)", alpha=0.7
         )
-    table = "\n".join(
-        [
-            "| stage | completion | mean score (0-100; 20 = safe, nothing done) | Pass@3 | Pass^3 | safety "
-            "| wall | peak RSS |",
-            "|---|---|---|---|---|---|---|---|",
-            *rows,
-        ]
-    )
+    if sft.get("val_loss_curve"):
+        xs, ys = zip(*sft["val_loss_curve"], strict=True)
+        axes[0].plot(xs, ys, marker="o", label="held-out conversations")
+    axes[0].set(title="SFT loss per supervised token", xlabel="optimizer step", ylabel="loss")
+    axes[0].legend()
+    runs = (data.get("grpo") or {}).get("runs") or {}
+    for est, run in runs.items():
+        steps_x = [st["step"] + 1 for st in run["steps"]]
+        axes[1].plot(steps_x, [st["mean_reward"] for st in run["steps"]], marker=".", label=est)
+        ev = run.get("evals") or []
+        if ev:
+            axes[2].plot([x["updates"] for x in ev], [x["completion"] for x in ev], marker="o", label=est)
+    axes[1].set(title="RL: mean rollout reward per update", xlabel="update", ylabel="reward")
+    if runs:
+        axes[1].legend()
+    a = summary["sets"].get("A", {})
+    for stage, style in (("base", ":"), ("sft", "--")):
+        c = (a.get(stage) or {}).get("completion")
+        if c is not None:
+            axes[2].axhline(c, linestyle=style, color="grey", label=stage)
+    axes[2].set(title="held-out A completion (0-100)", xlabel="updates", ylabel="completion", ylim=(0, 100))
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(res / "curves.png", dpi=110)
+
+    table = results_table(summary)
     (res / "table.md").write_text(table + "\n")
-    (res / "report.md").write_text(render_report(e, data, table))
+    (res / "report.md").write_text(render_report(e, data, table, summary))
     log("\n" + table)
     return {"results": str(res)}
 
 
-def render_report(e: Exp, data: dict[str, Any], table: str) -> str:
+def results_table(summary: dict[str, Any]) -> str:
+    rows = [
+        "| set | stage | completion (0-100) [95% CI] | score [95% CI] | Pass@k | Pass^k | safety violations "
+        "| tasks × trials |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, stages in summary["sets"].items():
+        for stage, h in stages.items():
+            rows.append(
+                f"| {name} | {stage} | {_f(h['completion'])} {_ci(h['completion_ci'])} | {_f(h['score'])} "
+                f"{_ci(h['score_ci'])} | {_f(h['pass_at_k'])} | {_f(h['pass_hat_k'])} | "
+                f"{h['safety_violations']} | {h['tasks']} × {h['trials'] // max(1, h['tasks'])} |"
+            )
+    return "\n".join(rows)
+
+
+def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, Any]) -> str:
     a = e.a
     syn = data.get("synth") or {}
     teach = data.get("teacher") or {}
     sft = data.get("sft") or {}
     grpo = data.get("grpo") or {}
-    cmd = " ".join(sys.argv) if sys.argv else ""
-    held = (syn.get("heldout") or {}).get("tasks", [])
-    n_structures = len((syn.get("heldout") or {}).get("structure_keys", []))
+    proto = summary["protocol"]
     out = [
-        f"# SmolLM2-135M: base → SFT → GRPO on synthesized tasks ({datetime.now(UTC):%Y-%m-%d})",
+        f"# SmolLM2-135M: base → SFT → RL on held-out tasks ({datetime.now(UTC):%Y-%m-%d})",
         "",
-        f"Script: `experiments/smollm2_sft_grpo.py`; last invocation: `{cmd}`.",
-        f"Machine: 2 CPU cores (shared with other jobs), torch CPU, fp32. Temperature {a.temperature}, "
-        f"max {a.max_new_tokens} new tokens per model call, at most {a.max_turns} model calls per rollout.",
+        f"Command: `{summary['command']}` (stages resume from `{a.work}`).",
+        f"Machine: {os.cpu_count()} CPU cores, torch CPU, fp32. Sampling: temperature {a.temperature}, "
+        f"at most {a.max_new_tokens} new tokens per model call and {a.max_turns} model calls per rollout.",
         "",
-        "## Setup",
+        "## Protocol (fixed before the run)",
         "",
-        (
-            f"* held-out: {len(held)} compositional tasks whose structures (anchor, conditions, joins, "
-            f"writes, mode) no training task has ({n_structures} structures); "
-            if syn.get("split") == "structure"
-            else f"* held-out: {len(held)} tasks of the procedural generator "
-            f"with seed 1 (unseen), distinct templates: {', '.join(held)}; "
+        f"* train: {proto['train']['tasks']} procedural tasks, generator seed 0.",
+        f"* held-out A: {proto['heldout_A']['tasks']} procedural tasks from the unseen seed 1, covering "
+        f"{len(proto['heldout_A']['templates'])} templates ({', '.join(proto['heldout_A']['templates'])}).",
+        f"* held-out B: {proto['heldout_B']['tasks']} "
+        + (
+            f"(of {proto['heldout_B']['judge_free']}, limited by --heldout-b) "
+            if proto["heldout_B"]["limit"] and proto["heldout_B"]["judge_free"] is not None
+            else ""
         )
-        + f"{a.trials} trials each (Pass@{a.trials}, Pass^{a.trials} at reward ≥ 0.75).",
-        f"* teacher: reference solutions of {teach.get('rollouts', '-')} seed-0 tasks through the built-in "
-        f"loop (teacher score {teach.get('teacher_score', '-')}), curated (`mode=both`) into "
-        f"{teach.get('sft_rows', '-')} SFT conversations.",
-        f"* SFT: {sft.get('mode', '-')} fine-tuning, lr {a.sft_lr}, {a.sft_epochs} epoch(s), grad accum "
-        f"{a.sft_grad_accum}, max_len {a.sft_max_len}: {sft.get('examples', '-')} examples, "
-        f"{sft.get('supervised_tokens', '-')} supervised tokens, {(sft.get('last') or {}).get('steps', '-')} "
-        f"optimizer steps.",
-        f"* GRPO (loop): {len(grpo.get('steps', []))} step(s) on {grpo.get('tasks', '-')} × group "
-        f"{grpo.get('group', '-')}, lr {grpo.get('lr', '-')}, LoRA {grpo.get('lora', '-')}; weights pushed "
-        f"to the backend after each step ({grpo.get('pushed', [])}); parameter delta norm "
-        f"{_f(grpo.get('delta_norm'), 4)}.",
+        + "Claw-Eval tasks from "
+        f"`{proto['heldout_B']['source']}` — {proto['heldout_B']['rule']}; left out: "
+        f"{len(summary['heldout_b_excluded']['ask_a_judge'])} that ask a judge, "
+        f"{len(summary['heldout_b_excluded']['import_failed'])} that failed to import.",
+        f"* {a.trials} trials per task; primary metric {proto['primary_metric']}; beside it score, "
+        f"Pass@{a.trials} and Pass^{a.trials} at reward ≥ 0.75, and safety violations; intervals: "
+        f"{proto['interval']}. A score of 20 is a safe run that completed nothing.",
+        f"* teacher: reference solutions through the built-in loop (teacher score "
+        f"{teach.get('teacher_score', '-')}), curated into {teach.get('sft_rows', '-')} SFT conversations.",
+        f"* SFT: {sft.get('mode', '-')} fine-tuning, lr {a.sft_lr}, {a.sft_epochs} epoch(s), max_len "
+        f"{a.sft_max_len}, on {sft.get('conversations', '-')} conversations "
+        f"({sft.get('supervised_tokens', '-')} supervised tokens, "
+        f"{(sft.get('last') or {}).get('steps', '-')} optimizer steps); held-out loss on "
+        f"{sft.get('val_conversations', '-')} conversations of tasks "
+        "never trained on.",
+        f"* RL: estimators {', '.join(a.estimators)} (first = primary), each {a.grpo_steps} updates from "
+        f"the SFT checkpoint, {a.grpo_tasks} tasks per update × group {a.grpo_group}, lr {a.grpo_lr}, "
+        f"LoRA {a.grpo_lora}; held-out A every {a.grpo_eval_every} updates.",
         "",
         "## Results",
         "",
         table,
         "",
-        "![reward curve](reward_curve.png)",
+        "![curves](curves.png)",
         "",
+        "### Goals",
+        "",
+        "| goal | measured | target | met |",
+        "|---|---|---|---|",
     ]
-    if grpo.get("steps"):
-        out += steps_table("GRPO steps (loop)", grpo["steps"])
-    h = data.get("harness") or {}
-    if h.get("attempts"):
-        out += ["### (d) GRPO through a real harness", ""]
-        for att in h["attempts"]:
-            if "error" in att:
-                out += [f"* **{att['harness']}**: {att['error']}", ""]
-                continue
-            flags = (
-                f", codex `--disable {','.join(att['codex_disable'])}`" if att.get("codex_disable") else ""
-            )
-            out += [
-                f"**{att['harness']}**{flags}: tasks {att['tasks']} × group {att['group']}, from "
-                f"`{att['checkpoint_in']}`, LoRA {att['lora']}, lr {att['lr']}; weights pushed "
-                f"{att['pushed'] or 'never'}; parameter delta norm over the run **{att['delta_norm']:.4f}**.",
-                "",
-                *steps_table(f"{att['harness']} steps", att["steps"]),
-            ]
+    for name, g in summary["goals"].items():
+        out.append(f"| {name} | {g['value']} | {g['goal']} | {g['met']} |")
     out += [
-        "### Model-call statistics (held-out evals)",
         "",
-        "| stage | model calls | tool-call turns | malformed | mean prompt tok | mean output tok |",
-        "|---|---|---|---|---|---|",
+        "### Wall time and peak memory per stage",
+        "",
+        "| stage | wall s | peak RSS MB |",
+        "|---|---|---|",
     ]
-    for key in ("base_eval", "sft_eval", "grpo_eval"):
-        d = data.get(key)
+    for st in STAGES:
+        d = data.get(st)
         if d:
+            out.append(f"| {st} | {d.get('wall_s', '-')} | {d.get('peak_rss_mb', '-')} |")
+    for est, run in (grpo.get("runs") or {}).items():
+        out += ["", *steps_table(f"RL updates ({est})", run["steps"])]
+    h = data.get("harness") or {}
+    for att in h.get("attempts", []):
+        if "error" in att:
+            out += [f"* **{att['harness']}**: {att['error']}", ""]
+            continue
+        who = att["harness"] if isinstance(att["harness"], str) else " + ".join(att["harness"])
+        fails = sorted({f for st in att["steps"] for f in st.get("infra_failures", [])})
+        mix = "" if isinstance(att["harness"], str) else " (mix-harness groups)"
+        out += [
+            f"### (d) RL through {who}{mix}",
+            "",
+            f"From `{att['checkpoint_in']}`; weights pushed {att['pushed'] or 'never'}; parameter delta norm "
+            f"**{att['delta_norm']:.4f}**.",
+            "",
+            *steps_table("steps", att["steps"]),
+            *([f"Infra failures (labelled, never scored): {'; '.join(fails[:5])}", ""] if fails else []),
+        ]
+    for harness, ba in (h.get("heldout_a_through") or {}).items():
+        out.append(
+            f"* held-out A through **{harness}**: completion {_f(ba['before']['completion'])} "
+            f"{_ci(ba['before']['completion_ci'])} before → {_f(ba['after']['completion'])} "
+            f"{_ci(ba['after']['completion_ci'])} after."
+        )
+    out += ["", "## Error analysis: what still fails (held-out A, per template)", ""]
+    for stage, key in STAGE_EVALS:
+        ev = ((data.get(key) or {}).get("sets") or {}).get("A")
+        if not ev:
+            continue
+        out += [
+            f"#### {stage}",
+            "",
+            "| template | trials | completion | no tool call | infra failures | checks failed most |",
+            "|---|---|---|---|---|---|",
+        ]
+        for tpl, x in ev["errors"].items():
+            top = ", ".join(f"{n} ({c})" for n, c in x["top_failed_checks"]) or "-"
             out.append(
-                f"| {key} | {d.get('model_calls')} | {d.get('tool_call_turns')} | {d.get('malformed_calls')} "
-                f"| {d.get('mean_prompt_tokens')} | {d.get('mean_output_tokens')} |"
+                f"| {tpl} | {x['trials']} | {_f(x['completion'])} | {x['no_tool_call']} | "
+                f"{x['infra_failures'] or '-'} | {top} |"
             )
-    per: dict[str, dict[str, float]] = {}
-    for key in ("base_eval", "sft_eval", "grpo_eval"):
-        for t in (data.get(key) or {}).get("tasks", []):
-            per.setdefault(t["task_id"], {})[key] = t["mean_reward"]
-    if per:
-        out += ["", "### Mean reward per held-out task", ""]
-        out += ["| task | base | SFT | SFT+GRPO |", "|---|---|---|---|"]
-        for tid, v in sorted(per.items()):
-            cells = " | ".join(_f(v.get(k), 3) for k in ("base_eval", "sft_eval", "grpo_eval"))
-            out.append(f"| {tid} | {cells} |")
-    out += ["", "Per-stage wall time, peak RSS and per-trial rewards: `metrics.json`.", ""]
+        out += [
+            "",
+            f"Model calls {ev.get('model_calls')}, with a tool call {ev.get('tool_call_turns')}, malformed "
+            f"{ev.get('malformed_calls')}; mean prompt {ev.get('mean_prompt_tokens')} tokens, mean output "
+            f"{ev.get('mean_output_tokens')}.",
+            "",
+        ]
+    out += [
+        f"Held-out tasks: {', '.join((syn.get('heldout') or {}).get('tasks', []))}.",
+        "",
+        "Everything per stage (per-trial rewards, per-task stats): `metrics.json`; the headline numbers: "
+        "`summary.json`.",
+        "",
+    ]
     return "\n".join(out)
 
 
 def _f(x: Any, nd: int = 1) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _ci(ci: Any) -> str:
+    return "" if not ci else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
 
 
 def _e(x: Any) -> str:
@@ -682,7 +1138,7 @@ def _e(x: Any) -> str:
 # ---------------------------------------------------------------- main
 
 
-def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR0915
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--work", type=Path, default=Path("/tmp/exp/smollm2"), help="big artifacts (rollouts, checkpoints)"
@@ -690,9 +1146,16 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--results", type=Path, default=Path(f"experiments/results/{datetime.now(UTC):%Y-%m-%d}"))
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma list out of {','.join(STAGES)}")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-tasks", type=int, default=39, help="seed-0 tasks for teacher demos / GRPO")
-    p.add_argument("--heldout", type=int, default=6, help="seed-1 tasks (distinct templates) for evaluation")
-    p.add_argument("--trials", type=int, default=3, help="trials per held-out task (k of Pass@k / Pass^k)")
+    p.add_argument(
+        "--train-tasks",
+        type=int,
+        default=420,
+        help="seed-0 tasks for teacher demos / GRPO (≥ 500 conversations)",
+    )
+    p.add_argument(
+        "--heldout", type=int, default=40, help="held-out A: seed-1 tasks cycling over all templates"
+    )
+    p.add_argument("--trials", type=int, default=4, help="trials per held-out task (k of Pass@k / Pass^k)")
     p.add_argument(
         "--split",
         choices=("seed", "structure"),
@@ -713,19 +1176,19 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=300.0, help="cap on spec.limits.timeout_s")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--sft-mode", choices=("full", "lora"), default="full")
     p.add_argument("--sft-lr", type=float, default=5e-5)
     p.add_argument("--sft-epochs", type=int, default=2)
     p.add_argument("--sft-grad-accum", type=int, default=4)
     p.add_argument("--sft-max-len", type=int, default=3072)
-    p.add_argument("--grpo-steps", type=int, default=2)
-    p.add_argument("--grpo-tasks", type=int, default=3)
-    p.add_argument("--grpo-group", type=int, default=4)
+    p.add_argument("--grpo-steps", type=int, default=30)
+    p.add_argument("--grpo-tasks", type=int, default=4, help="tasks per update")
+    p.add_argument("--grpo-group", type=int, default=8)
     p.add_argument("--grpo-lr", type=float, default=1e-4)
     p.add_argument("--grpo-lora", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--harnesses", default="claude-code,qwen,codex,opencode", help="tried in order for (d)")
-    p.add_argument("--harness-group", type=int, default=4)
+    p.add_argument("--harness-group", type=int, default=8)
     p.add_argument("--harness-steps", type=int, default=3, help="GRPO steps through the harness")
     p.add_argument("--harness-tasks", type=int, default=2, help="tasks per harness GRPO step")
     p.add_argument(
@@ -736,10 +1199,41 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pack-scope", choices=("rollout", "group"), default="group", help="RL tree packing")
     p.add_argument("--codex-disable", default="", help="extra codex features to turn off, e.g. shell_tool")
     p.add_argument("--harness-checkpoint", default=None, help="default: grpo/sft final, else smollm2")
+    p.add_argument(
+        "--mix-harnesses",
+        default="loop,codex",
+        help="(d) as mix-harness groups over these harnesses ('' = try --harnesses one at a time)",
+    )
+    p.add_argument(
+        "--harness-eval",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="(d): held-out A through each non-loop mix harness before and after",
+    )
+    p.add_argument(
+        "--claw-eval",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "claw-eval" / "tasks"),
+        help="held-out B: Claw-Eval task dirs (the judge-free ones are used); '' for none",
+    )
+    p.add_argument("--heldout-b", type=int, default=0, help="at most this many held-out B tasks (0 = all)")
+    p.add_argument(
+        "--sft-val-share", type=float, default=0.05, help="tasks whose demos give the held-out loss"
+    )
+    p.add_argument("--sft-eval-every", type=int, default=10, help="held-out loss every n optimizer steps")
+    p.add_argument("--estimators", default="grpo,dr_grpo", help="RL estimators, same budget; first = primary")
+    p.add_argument(
+        "--grpo-eval-every", type=int, default=10, help="held-out A eval every n updates (0: none)"
+    )
+    p.add_argument("--grpo-eval-tasks", type=int, default=0, help="tasks of A in those evals (0 = all)")
     a = p.parse_args(argv)
     a.harnesses = [h for h in a.harnesses.split(",") if h]
     a.codex_disable = [f for f in a.codex_disable.split(",") if f]
     a.harness_task_ids = [t for t in a.harness_task_ids.split(",") if t]
+    a.mix_harnesses = [h for h in a.mix_harnesses.split(",") if h]
+    a.estimators = [x for x in a.estimators.split(",") if x]
+    a.claw_eval = Path(a.claw_eval) if a.claw_eval else None
+    if a.trials < 1 or not a.estimators:
+        p.error("--trials must be >= 1 and --estimators must name at least one estimator")
     a.stages = [s for s in a.stages.split(",") if s]
     bad = sorted(set(a.stages) - set(STAGES))
     if bad:
@@ -753,7 +1247,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     e = Exp(parse(argv))
     sft_ck = lambda: str(e.path("sft", "final"))  # noqa: E731
-    grpo_ck = lambda: str(e.path("grpo", "final"))  # noqa: E731
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "synth": lambda: stage_synth(e),
         "teacher": lambda: stage_teacher(e),
@@ -761,7 +1254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sft": lambda: stage_sft(e),
         "sft_eval": lambda: evaluate(e, "sft_eval", sft_ck()),
         "grpo": lambda: stage_grpo(e),
-        "grpo_eval": lambda: evaluate(e, "grpo_eval", grpo_ck()),
+        "grpo_eval": lambda: stage_grpo_eval(e),
         "harness": lambda: stage_harness(e),
         "report": lambda: stage_report(e),
     }

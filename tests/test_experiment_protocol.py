@@ -1,0 +1,107 @@
+"""The training-utility experiment's bookkeeping: summary.json per set and stage, goals, error analysis.
+
+The experiment itself runs for hours (experiments/README.md); these check the pure parts on made-up
+stage results, so a wrong verdict or a missing field cannot hide behind a long run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from coworkenv.rollout.record import FailureLabel, RolloutRecord
+from tests.eval_fixtures import parts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def exp() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("smollm2_exp", ROOT / "experiments" / "smollm2_sft_grpo.py")
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["smollm2_exp"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _headline(completion: float, tasks: int = 40) -> dict[str, Any]:
+    return {
+        "completion": completion,
+        "completion_ci": [completion - 5, completion + 5],
+        "score": 20 + 0.8 * completion,
+        "score_ci": None,
+        "pass_at_k": None,
+        "pass_at_k_ci": None,
+        "pass_hat_k": None,
+        "pass_hat_k_ci": None,
+        "safety_violations": 0,
+        "safety_violation_rate": 0.0,
+        "tasks": tasks,
+        "trials": 4 * tasks,
+        "infra_failures": 0,
+    }
+
+
+def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType, tmp_path: Path) -> None:
+    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--claw-eval", ""]))
+    steps = [{"step": i, "mean_reward": 0.2 + 0.01 * i} for i in range(9)]
+    data = {
+        "base_eval": {"sets": {"A": {"headline": _headline(2.0)}, "B": {"headline": _headline(0.0, 11)}}},
+        "sft_eval": {"sets": {"A": {"headline": _headline(40.0)}}},
+        "grpo_eval": {
+            "sets": {"A": {"headline": _headline(43.0)}},
+            "alternatives": {"dr_grpo": {"A": {"headline": _headline(46.0)}}},
+        },
+        "grpo": {"steps": steps},
+    }
+    s = exp.build_summary(e, data)
+    assert set(s["sets"]) == {"A", "B"}
+    assert set(s["sets"]["A"]) == {"base", "sft", "grpo", "grpo:dr_grpo"}
+    for key in ("completion", "completion_ci", "score", "pass_at_k", "pass_hat_k", "tasks", "trials"):
+        assert key in s["sets"]["A"]["sft"]
+    g = s["goals"]
+    assert g["sft_minus_base_completion_A"] == {"value": 38.0, "goal": 30.0, "met": True}
+    assert g["grpo_minus_sft_completion_A"] == {"value": 3.0, "goal": 5.0, "met": False}
+    assert g["grpo_reward_rises"]["met"] is True
+    assert s["protocol"]["trials"] == 4
+    assert s["protocol"]["rl"]["group"] >= 8
+    assert "grpo" in exp.results_table(s)
+
+
+def test_missing_stages_leave_goals_unjudged(exp: ModuleType, tmp_path: Path) -> None:
+    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--claw-eval", ""]))
+    s = exp.build_summary(e, {"base_eval": {"sets": {"A": {"headline": _headline(0.0)}}}})
+    assert all(g["met"] is None for g in s["goals"].values())
+
+
+def test_error_analysis_groups_by_template_and_names_what_failed(exp: ModuleType) -> None:
+    def rec(i: int, done: float, *, failed: bool = False, tools: bool = False) -> RolloutRecord:
+        return RolloutRecord(
+            rollout_id=f"r{i}",
+            task_id=f"proc-s1-0000{i % 2}-vendor_bank_change" if i < 4 else "T004_calendar",
+            harness="loop",
+            trial=i,
+            status="infra_failure" if failed else "ok",
+            failure=FailureLabel(kind="harness_crash", detail="") if failed else None,
+            rewards=None if failed else parts(done, completion=done),
+            grade=None
+            if failed
+            else {"reward": done, "checks": [{"name": "verified_by_phone", "status": "failed"}]},
+        )
+
+    out = exp.error_analysis([rec(0, 0.0), rec(1, 1.0), rec(2, 0.0, failed=True), rec(4, 0.5)])
+    assert exp.template_of("proc-s1-00012-vendor_bank_change") == "vendor_bank_change"
+    v = out["vendor_bank_change"]
+    assert v["trials"] == 3
+    assert v["completion"] == 50.0
+    assert v["no_tool_call"] == 2
+    assert v["infra_failures"] == {"harness_crash": 1}
+    assert v["top_failed_checks"] == [("verified_by_phone", 2)]
+    assert out["T004_calendar"]["completion"] == 50.0
