@@ -129,6 +129,13 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
     assert {r["task_id"] for r in after} == set(eval_ids)
     assert "loop@rl-1" in (out / "report.html").read_text()
+    # the base model (no SFT) on the same held-out tasks: base → SFT → after the update
+    base = [json.loads(x) for x in (out / "base" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["task_id"] for r in base} == set(eval_ids)
+    assert {r["policy_version"] for r in base if r["status"] == "ok"} == {"base"}
+    assert summary["eval"]["base"]["overall"]["trials"] == 2
+    assert "held-out completion base " in res.stdout
+    assert "loop@base" in (out / "report.html").read_text()
     _check_delta(summary["eval"]["comparison"]["overall"]["score"])
     assert summary["eval"]["comparison"]["eval_tasks"] == eval_ids
     report = (out / "report.html").read_text()

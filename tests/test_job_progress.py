@@ -44,3 +44,13 @@ def test_scores_print_rounded_and_say_what_20_means() -> None:
     assert text.startswith("held-out completion 0.000 → 0.067, score 20.0 → 25.3")
     assert "20 = a safe run that completed nothing" in text
     assert "000000" not in text
+
+
+def test_eval_line_shows_base_then_sft_then_after_when_the_base_was_evaluated() -> None:
+    info = {
+        "base": {"overall": {"score": 20.0, "completion": 0.0}},
+        "before": {"overall": {"score": 28.0, "completion": 0.1}},
+        "after": {"overall": {"score": 30.0, "completion": 0.125}},
+    }
+    text = _describe("eval", info)
+    assert text.startswith("held-out completion base 0.000 → SFT 0.100 → 0.125, score 28.0 → 30.0")

@@ -57,6 +57,9 @@ class StudentSection(_Section):
     temperature: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=32, ge=1)
     """Rollouts at once; the embedded engine decodes all of them in one batch."""
+    eval_base: bool = True
+    """Also evaluate the base model (before SFT) on the held-out tasks, so the job shows what the
+    whole of training bought: base → SFT → after the RL update. Only when the job ran SFT."""
 
 
 class SFTSection(_Section):

@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -321,13 +322,37 @@ def stage_student(st: JobState) -> dict[str, Any]:
         _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
     recs = _rollouts(st, "student", train, c.harnesses, trials=c.trials, backend=backend)
     before = _rollouts(st, "before", evals, c.harnesses, trials=c.trials, backend=backend)
-    return {
+    info = {
         **_reward_info(recs),
         "train_tasks": [t.id for t in train],
         "eval_tasks": [t.id for t in evals],
         "scripted_trials": c.scripted_trials,
         "before": _reward_info(before),
     }
+    if c.eval_base and _embedded(st) and (st.out / "sft" / "final" / "config.json").exists():
+        base = _base_backend(st)
+        try:
+            info["base"] = _reward_info(
+                _rollouts(st, "base", evals, c.harnesses, trials=c.trials, backend=base)
+            )
+        finally:
+            close = getattr(base, "close", None)
+            if close is not None:
+                close()
+    return info
+
+
+def _base_backend(st: JobState) -> Any:
+    """The student's model before SFT, sampled the same way (the base of base → SFT → RL)."""
+    from coworkenv.proxy.backends import make_backend
+
+    c = st.cfg.student
+    spec = c.backend
+    sep = "&" if "?" in spec else "?"
+    return make_backend(
+        f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
+        "&version=base"
+    )
 
 
 def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
@@ -520,6 +545,10 @@ def stage_eval(st: JobState) -> dict[str, Any]:
     before_recs, _ = read_records(st.out / "before" / "rollouts.jsonl")
     before = summarize(_model_trials(before_recs), k=k, threshold=thr)
     info: dict[str, Any] = {"before": before.model_dump()}
+    base_recs, _ = read_records(st.out / "base" / "rollouts.jsonl")
+    base = summarize(base_recs, k=k, threshold=thr) if base_recs else None
+    if base is not None:
+        info["base"] = base.model_dump()
     teacher, _ = read_records(st.out / "teacher" / "rollouts.jsonl")
     info["teacher"] = summarize(teacher, k=1, threshold=thr).model_dump()
     after_recs, _ = read_records(st.out / "after" / "rollouts.jsonl")
@@ -530,11 +559,12 @@ def stage_eval(st: JobState) -> dict[str, Any]:
     info["comparison"] = compare(
         before, after, train_tasks=[t.id for t in train], eval_tasks=[t.id for t in evals]
     )
-    for name, summary in (("before", before), ("after", after)):
+    for name, summary in (("base", base), ("before", before), ("after", after)):
         if summary is not None:
             o = summary.overall
+            when = "base model, before SFT" if name == "base" else f"{name} the update"
             st.console.print(
-                f"eval ({name} the update, held-out tasks): completion {_num(o.completion, 3)}, "
+                f"eval ({when}, held-out tasks): completion {_num(o.completion, 3)}, "
                 f"score {_num(o.score, 1)} (0-100; {SCORE_FLOOR_NOTE}), "
                 f"Pass@{k} {_num(o.pass_at_k, 2)}, Pass^{k} {_num(o.pass_hat_k, 2)}",
                 highlight=False,
@@ -561,22 +591,28 @@ def stage_report(st: JobState) -> dict[str, Any]:
     after, p3 = read_records(st.out / "after" / "rollouts.jsonl")
     # the updated policy's trials get their own group (harness@version), never pooled with the base's
     after = [r.model_copy(update={"harness": f"{r.harness}@{r.policy_version}"}) for r in after]
+    base, p5 = read_records(st.out / "base" / "rollouts.jsonl")
+    base = [r.model_copy(update={"harness": f"{r.harness}@base"}) for r in base]
     before_after = (_model_trials(before), after) if after else None
     metrics_path = st.out / "train" / "metrics.jsonl"
     metrics = read_metrics(metrics_path) if metrics_path.exists() else []
     trees_path = st.out / "trees" / "trees.jsonl"
     trees, p4 = read_trees(trees_path) if trees_path.exists() else ({}, [])
     cmp = st.summary.get("eval", {}).get("comparison")
+    preface = comparison_html(cmp) if cmp else ""
+    if base:
+        line = html_escape(_describe("eval", st.summary.get("eval", {})))
+        preface = f"<p><b>{line}</b></p>\n{preface}"
     html = render_report(
-        [*recs, *before, *after],
+        [*recs, *base, *before, *after],
         trees=trees,
         k=k,
         threshold=st.cfg.report.pass_threshold,
         metrics=metrics,
-        problems=[*problems, *p1, *p3, *p4],
+        problems=[*problems, *p1, *p3, *p4, *p5],
         title="coworkenv main job: the student before and after the update",
         before_after=before_after,
-        preface=comparison_html(cmp) if cmp else "",
+        preface=preface,
     )
     path = st.out / st.cfg.report.html
     path.write_text(html, encoding="utf-8")
@@ -679,8 +715,10 @@ def _describe(stage: str, info: dict[str, Any]) -> str:
         def part(name: str, key: str, digits: int) -> str:
             return _num(info.get(name, {}).get("overall", {}).get(key), digits)
 
+        base = f"base {part('base', 'completion', 3)} → SFT " if info.get("base") else ""
         return (
-            f"held-out completion {part('before', 'completion', 3)} → {part('after', 'completion', 3)}, "
+            f"held-out completion {base}{part('before', 'completion', 3)} → "
+            f"{part('after', 'completion', 3)}, "
             f"score {part('before', 'score', 1)} → {part('after', 'score', 1)} "
             f"(Δ {_num(o.get('delta'), 1)}) on {len(cmp.get('eval_tasks', []))} task(s); {SCORE_FLOOR_NOTE}"
         )
