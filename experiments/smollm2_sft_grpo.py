@@ -946,7 +946,11 @@ def stage_report(e: Exp) -> dict[str, Any]:
     sft = data.get("sft") or {}
     if sft.get("loss_curve"):
         axes[0].plot(
-            range(1, len(sft["loss_curve"]) + 1), sft["loss_curve"], label="train (per step)", alpha=0.7
+            range(1, len(sft["loss_curve"]) + 1),
+            sft["loss_curve"],
+            marker=".",
+            label="train (per step)",
+            alpha=0.7,
         )
     if sft.get("val_loss_curve"):
         xs, ys = zip(*sft["val_loss_curve"], strict=True)
