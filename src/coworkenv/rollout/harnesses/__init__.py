@@ -20,6 +20,7 @@ from coworkenv.rollout.harnesses.base import (
 def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.claude_code import ClaudeCode
     from coworkenv.rollout.harnesses.codex import Codex
+    from coworkenv.rollout.harnesses.gemini import GeminiCli
     from coworkenv.rollout.harnesses.loop import LoopHarness
     from coworkenv.rollout.harnesses.opencode import OpenCode
     from coworkenv.rollout.harnesses.qwen import QwenCode
@@ -30,10 +31,11 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "codex": Codex,
         "qwen": QwenCode,
         "opencode": OpenCode,
+        "gemini": GeminiCli,
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode")
+HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini")
 
 
 def get_harness(name: str) -> Harness:
