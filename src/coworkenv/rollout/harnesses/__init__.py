@@ -22,6 +22,7 @@ def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.codex import Codex
     from coworkenv.rollout.harnesses.gemini import GeminiCli
     from coworkenv.rollout.harnesses.loop import LoopHarness
+    from coworkenv.rollout.harnesses.mini import MiniSweAgent
     from coworkenv.rollout.harnesses.opencode import OpenCode
     from coworkenv.rollout.harnesses.qwen import QwenCode
 
@@ -32,10 +33,11 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "qwen": QwenCode,
         "opencode": OpenCode,
         "gemini": GeminiCli,
+        "mini-swe-agent": MiniSweAgent,
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini")
+HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "mini-swe-agent")
 
 
 def get_harness(name: str) -> Harness:

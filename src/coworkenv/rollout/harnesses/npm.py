@@ -103,6 +103,10 @@ class NpmCliHarness(ABC):
         """Arguments that send ``reply`` as the next user turn of ``session`` (None: unsupported)."""
         return None
 
+    def command(self, args: list[str], round_: int) -> list[str]:
+        """The argv of round ``round_`` (0: the task, then one per resumed user turn)."""
+        return [str(self.binary()), *args]
+
     def settings(self) -> dict[str, Any]:
         """Non-default adapter settings, kept in every rollout's meta (empty by default)."""
         return {}
@@ -121,7 +125,7 @@ class NpmCliHarness(ABC):
         rounds = 0
         while True:
             res = await run_process(
-                [str(self.binary()), *args],
+                self.command(args, rounds),
                 cwd=ctx.workspace,
                 env=env,
                 timeout_s=max(0.1, deadline - time.monotonic()),
