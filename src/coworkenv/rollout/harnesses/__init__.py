@@ -24,6 +24,7 @@ def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.loop import LoopHarness
     from coworkenv.rollout.harnesses.mini import MiniSweAgent
     from coworkenv.rollout.harnesses.opencode import OpenCode
+    from coworkenv.rollout.harnesses.openclaw import OpenClaw
     from coworkenv.rollout.harnesses.qwen import QwenCode
 
     return {
@@ -33,11 +34,12 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "qwen": QwenCode,
         "opencode": OpenCode,
         "gemini": GeminiCli,
+        "openclaw": OpenClaw,
         "mini-swe-agent": MiniSweAgent,
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "mini-swe-agent")
+HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "openclaw", "mini-swe-agent")
 
 
 def get_harness(name: str) -> Harness:
