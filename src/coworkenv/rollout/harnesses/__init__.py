@@ -25,6 +25,7 @@ def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.mini import MiniSweAgent
     from coworkenv.rollout.harnesses.opencode import OpenCode
     from coworkenv.rollout.harnesses.openclaw import OpenClaw
+    from coworkenv.rollout.harnesses.openhands import OpenHandsSdk
     from coworkenv.rollout.harnesses.qwen import QwenCode
 
     return {
@@ -36,10 +37,11 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "gemini": GeminiCli,
         "openclaw": OpenClaw,
         "mini-swe-agent": MiniSweAgent,
+        "openhands": OpenHandsSdk,
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "openclaw", "mini-swe-agent")
+HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "openclaw", "mini-swe-agent", "openhands")
 
 
 def get_harness(name: str) -> Harness:
