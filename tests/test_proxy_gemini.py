@@ -47,17 +47,21 @@ async def _post(
         prefix = prefix.rsplit("/", 1)[0] + "/" + secret
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy.app), base_url="http://p") as http:
-        res = await http.post(f"{prefix}{path}", content=content, headers={"content-type": "application/json"})
+        res = await http.post(
+            f"{prefix}{path}", content=content, headers={"content-type": "application/json"}
+        )
     return res, proxy, store
 
 
 async def test_generate_content_translates_request_and_answers_a_function_call(tmp_path: Path) -> None:
     backend = ToyBackend(call("mcp_cowork_helpdesk_get_ticket", '{"id":"T-1"}', "call_7"))
-    res, proxy, store = await _post(tmp_path, "/v1beta/models/policy:generateContent", _body(), backend)
+    res, _proxy, store = await _post(tmp_path, "/v1beta/models/policy:generateContent", _body(), backend)
     assert res.status_code == 200, res.text
     (request,) = backend.requests
     assert [m.role for m in request.messages] == ["system", "user"]
-    assert request.model == "policy" and request.max_tokens == 99 and request.top_p == 0.9
+    assert request.model == "policy"
+    assert request.max_tokens == 99
+    assert request.top_p == 0.9
     (tool,) = request.tools  # googleSearch dropped
     assert tool.parameters == {"type": "object", "properties": {"id": {"type": "string"}}}
     cand = res.json()["candidates"][0]
@@ -67,8 +71,11 @@ async def test_generate_content_translates_request_and_answers_a_function_call(t
     ]
     assert res.json()["usageMetadata"]["candidatesTokenCount"] > 0
     (captured,), problems = store.read("r")
-    assert not problems and captured.dialect == "gemini" and captured.error is None
-    assert captured.output_ids and len(captured.logprobs) == len(captured.output_ids)
+    assert not problems
+    assert captured.dialect == "gemini"
+    assert captured.error is None
+    assert captured.output_ids
+    assert len(captured.logprobs) == len(captured.output_ids)
 
 
 async def test_stream_generate_content_sse_and_json_array(tmp_path: Path) -> None:
@@ -84,7 +91,8 @@ async def test_stream_generate_content_sse_and_json_array(tmp_path: Path) -> Non
     assert captured.stream
     res2, _, _ = await _post(tmp_path / "b", "/v1beta/models/policy:streamGenerateContent", _body())
     assert res2.headers["content-type"].startswith("application/json")
-    assert isinstance(res2.json(), list) and res2.json()[0]["candidates"]
+    assert isinstance(res2.json(), list)
+    assert res2.json()[0]["candidates"]
 
 
 async def test_history_pairs_responses_with_calls_without_ids(tmp_path: Path) -> None:
@@ -121,7 +129,8 @@ async def test_history_pairs_responses_with_calls_without_ids(tmp_path: Path) ->
 
 async def test_count_tokens_is_not_a_model_call(tmp_path: Path) -> None:
     res, proxy, _ = await _post(tmp_path, "/v1beta/models/m:countTokens", _body())
-    assert res.status_code == 200 and res.json()["totalTokens"] > 0
+    assert res.status_code == 200
+    assert res.json()["totalTokens"] > 0
     assert proxy.stats("r")["calls"] == 0
 
 
@@ -152,22 +161,28 @@ async def test_bad_requests_are_400_in_googles_shape_and_recorded(
     res, proxy, store = await _post(tmp_path, "/v1beta/models/m:streamGenerateContent?alt=sse", body)
     assert res.status_code == 400, res.text
     err = res.json()["error"]
-    assert err["code"] == 400 and err["status"] == "INVALID_ARGUMENT"
+    assert err["code"] == 400
+    assert err["status"] == "INVALID_ARGUMENT"
     assert field in err["message"]
     (captured,), _ = store.read("r")  # a bad request is still one recorded call
-    assert captured.error and captured.dialect == "gemini"
+    assert captured.error
+    assert captured.dialect == "gemini"
     assert proxy.stats("r") == {"calls": 1, "errors": 1, "pending": 0}
 
 
 async def test_unserved_method_wrong_secret_and_backend_failure(tmp_path: Path) -> None:
     res, proxy, _ = await _post(tmp_path / "a", "/v1beta/models/m:embedContent", _body())
-    assert res.status_code == 404 and res.json()["error"]["status"] == "NOT_FOUND"
+    assert res.status_code == 404
+    assert res.json()["error"]["status"] == "NOT_FOUND"
     assert proxy.stats("r")["calls"] == 0
     res, _, _ = await _post(tmp_path / "b", "/v1beta/models/m:generateContent", _body(), secret="nope")
-    assert res.status_code == 401 and res.json()["error"]["status"] == "UNAUTHENTICATED"
+    assert res.status_code == 401
+    assert res.json()["error"]["status"] == "UNAUTHENTICATED"
     res, _, store = await _post(
         tmp_path / "c", "/v1beta/models/m:generateContent", _body(), ToyBackend(fail("http_5xx"))
     )
-    assert res.status_code == 502 and res.json()["error"]["status"] == "UNAVAILABLE"
+    assert res.status_code == 502
+    assert res.json()["error"]["status"] == "UNAVAILABLE"
     (captured,), _ = store.read("r")
-    assert captured.error and captured.error.startswith("http_5xx")
+    assert captured.error
+    assert captured.error.startswith("http_5xx")

@@ -147,7 +147,8 @@ def test_gemini_call_and_response_pair_up_byte_identically() -> None:
 
     (body,) = [b["body"] for n, i, b in LOGGED if (n, i) == ("gemini_run3_model", 1)]
     parsed = GeminiGenerate(model="m", stream=True, sse=True).parse(body)
-    assert parsed.stream and parsed.model == "m"
+    assert parsed.stream
+    assert parsed.model == "m"
     system, _, assistant, tool = parsed.request.messages
     assert system.content.startswith("You are Gemini CLI")
     (tc,) = assistant.tool_calls
@@ -155,5 +156,5 @@ def test_gemini_call_and_response_pair_up_byte_identically() -> None:
     assert tc.arguments == '{"command":"echo hello > out.txt && ls"}'
     assert tool.tool_call_id == tc.id
     assert "Output: out.txt" in tool.content
-    shell = [t for t in parsed.request.tools if t.name == "run_shell_command"][0]
+    shell = next(t for t in parsed.request.tools if t.name == "run_shell_command")
     assert shell.parameters["type"] == "object"

@@ -6,8 +6,9 @@ Contract:
   a harness uses ``http://host:port<prefix>/v1`` (OpenAI) or ``http://host:port<prefix>`` (Anthropic).
   Under it: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages`` (any query,
   e.g. ``?beta=true``), each also without ``/v1``; ``POST /v1/messages/count_tokens`` (an estimate,
-  not a model call); ``GET /v1/models``; the Gemini API ``POST /v1beta/models/<model>:generateContent``
-  and ``:streamGenerateContent`` (``?alt=sse``), plus ``:countTokens`` (an estimate). An unknown rollout or a closed one is answered 404, a wrong
+  not a model call); ``GET /v1/models``; the Gemini API
+  ``POST /v1beta/models/<model>:generateContent`` and ``:streamGenerateContent`` (``?alt=sse``),
+  plus ``:countTokens`` (an estimate). An unknown rollout or a closed one is answered 404, a wrong
   secret 401, both in the dialect's error shape; nothing outside an open prefix reaches a backend.
 * Every model call under a valid prefix (parsed or not, successful or not) becomes exactly one
   :class:`CapturedCall` in the :class:`CaptureStore`, written before the harness gets its answer.

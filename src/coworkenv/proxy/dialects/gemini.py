@@ -110,7 +110,10 @@ def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
             name = opt_str(d.get("name"), f"{where}.name")
             if not name:
                 raise RequestError(f"{where}.name", "a function declaration needs a non-empty name")
-            spec: dict[str, Any] = {"name": name, "description": opt_str(d.get("description"), f"{where}.description")}
+            spec: dict[str, Any] = {
+                "name": name,
+                "description": opt_str(d.get("description"), f"{where}.description"),
+            }
             schema = _get(d, "parametersJsonSchema")
             key = "parametersJsonSchema"
             if schema is None:
@@ -187,7 +190,9 @@ def _content(i: int, raw: Any, calls: _Calls) -> list[dict[str, Any]]:
             out.append(
                 {
                     "role": "tool",
-                    "tool_call_id": calls.response_id(opt_str(f.get("id"), f"{pw}.functionResponse.id"), name),
+                    "tool_call_id": calls.response_id(
+                        opt_str(f.get("id"), f"{pw}.functionResponse.id"), name
+                    ),
                     "name": name or None,
                     "content": _response_text(f.get("response"), f"{pw}.functionResponse.response"),
                 }
@@ -265,7 +270,15 @@ class GeminiGenerate(Dialect):
         if turn.content or not turn.tool_calls:
             parts.append({"text": turn.content})
         for call in turn.tool_calls:
-            parts.append({"functionCall": {"id": call.id, "name": call.name, "args": json_object(call.arguments) or {}}})
+            parts.append(
+                {
+                    "functionCall": {
+                        "id": call.id,
+                        "name": call.name,
+                        "args": json_object(call.arguments) or {},
+                    }
+                }
+            )
         return {
             "candidates": [
                 {
@@ -293,7 +306,9 @@ class GeminiGenerate(Dialect):
     @staticmethod
     def _error(status: int, message: str) -> dict[str, Any]:
         code = status if status < 600 else 500
-        google = _STATUS.get(code) or ("FAILED_PRECONDITION" if code < 500 else "INTERNAL" if code == 500 else "UNAVAILABLE")
+        google = _STATUS.get(code) or (
+            "FAILED_PRECONDITION" if code < 500 else "INTERNAL" if code == 500 else "UNAVAILABLE"
+        )
         return {"error": {"code": code, "message": message, "status": google}}
 
     def error_body(self, status: int, kind: str, message: str) -> bytes:

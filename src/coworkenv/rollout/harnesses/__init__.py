@@ -23,8 +23,8 @@ def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.gemini import GeminiCli
     from coworkenv.rollout.harnesses.loop import LoopHarness
     from coworkenv.rollout.harnesses.mini import MiniSweAgent
-    from coworkenv.rollout.harnesses.opencode import OpenCode
     from coworkenv.rollout.harnesses.openclaw import OpenClaw
+    from coworkenv.rollout.harnesses.opencode import OpenCode
     from coworkenv.rollout.harnesses.openhands import OpenHandsSdk
     from coworkenv.rollout.harnesses.qwen import QwenCode
 
@@ -41,7 +41,17 @@ def _factories() -> dict[str, Callable[[], Harness]]:
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode", "gemini", "openclaw", "mini-swe-agent", "openhands")
+HARNESS_NAMES = (
+    "loop",
+    "claude-code",
+    "codex",
+    "qwen",
+    "opencode",
+    "gemini",
+    "openclaw",
+    "mini-swe-agent",
+    "openhands",
+)
 
 
 def get_harness(name: str) -> Harness:

@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 
 from coworkenv.rollout.harnesses.base import HarnessContext
+from coworkenv.rollout.harnesses.npm import write_json
 from coworkenv.rollout.harnesses.pyvenv import VenvHarness, driver
 from coworkenv.rollout.harnesses.service_cli import SERVICE_CLI, URL_ENV, install_service_cli
-from coworkenv.rollout.harnesses.npm import write_json
 
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 

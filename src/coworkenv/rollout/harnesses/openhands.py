@@ -13,8 +13,7 @@ runs the driver again with the conversation id the first one printed. The final 
 from __future__ import annotations
 
 from coworkenv.rollout.harnesses.base import HarnessContext
-from coworkenv.rollout.harnesses.npm import json_lines, write_json
-from coworkenv.rollout.harnesses.npm import task_prompt
+from coworkenv.rollout.harnesses.npm import json_lines, task_prompt, write_json
 from coworkenv.rollout.harnesses.pyvenv import VenvHarness, driver
 
 

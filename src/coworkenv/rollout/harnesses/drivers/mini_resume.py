@@ -42,7 +42,11 @@ def main(argv: list[str]) -> int:
     saved = json.loads(Path(trajectory).read_text(encoding="utf-8"))
     history = [m for m in saved.get("messages", []) if m.get("role") != "exit"]
     history.append(
-        {"role": "user", "content": f"The user added a new task: {reply}", "extra": {"interrupt_type": "UserNewTask"}}
+        {
+            "role": "user",
+            "content": f"The user added a new task: {reply}",
+            "extra": {"interrupt_type": "UserNewTask"},
+        }
     )
     config = recursive_merge(*(get_config_from_spec(s) for s in specs))
     agent_config = {k: v for k, v in config.get("agent", {}).items() if k != "agent_class"}
