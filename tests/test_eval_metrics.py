@@ -161,3 +161,27 @@ def test_eval_table_leads_with_completion_and_says_what_20_means() -> None:
     head = next(ln for ln in text.splitlines() if "group" in ln)
     assert head.index("completion") < head.index("score")
     assert "a safe run that completes nothing scores 20" in text
+
+
+def test_eval_table_puts_every_harness_of_a_mixed_run_side_by_side() -> None:
+    from rich.console import Console
+
+    from coworkenv.eval.cli import summary_table
+    from coworkenv.rollout.harnesses import HARNESS_NAMES
+
+    passing = set(HARNESS_NAMES[::2])
+    recs = [
+        _rec("a", t, 1.0 if h in passing else 0.0).model_copy(update={"harness": h})
+        for h in HARNESS_NAMES
+        for t in range(2)
+    ]
+    s = summarize(recs, k=2, threshold=0.75)
+    assert [g.name for g in s.by_harness] == sorted(HARNESS_NAMES)
+    assert {g.name for g in s.by_harness if g.pass_hat_k == 1.0} == passing
+    con = Console(width=250, record=True)
+    con.print(summary_table(s))
+    rows = [ln for ln in con.export_text().splitlines() if "harness " in ln]
+    assert len(rows) == len(HARNESS_NAMES) == 9
+    for row in rows:
+        name = row.split("harness ", 1)[1].split()[0]
+        assert ("100.0%" in row) == (name in passing), row
