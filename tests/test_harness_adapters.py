@@ -6,6 +6,7 @@ binary), so this runs anywhere."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from coworkenv.proxy.backends.base import BackendError
 from coworkenv.proxy.backends.scripted import SERVICE_CLI as SCRIPTED_SERVICE_CLI
+from coworkenv.proxy.backends.scripted import SUBMIT_MARKER, ScriptedBackend
+from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
 from coworkenv.rollout.harnesses import HARNESS_NAMES, HarnessNotInstalled, get_harness
 from coworkenv.rollout.harnesses.npm import harness_dir
 from coworkenv.rollout.harnesses.pyvenv import VenvHarness
@@ -186,3 +190,48 @@ def test_adapters_write_their_config_into_the_sandbox_home(tmp_path: Path) -> No
         assert "/r/r1/s3cret" in text, name
         assert "/t/cap/mcp" in text, name
     assert os.access(home / "bin" / SERVICE_CLI, os.X_OK)
+
+
+def _request(text: str, *messages: Message) -> ChatRequest:
+    bash = ToolSpec(name="bash", parameters={"type": "object", "properties": {"command": {"type": "string"}}})
+    return ChatRequest(messages=(Message(role="user", content=text), *messages), tools=(bash,))
+
+
+async def test_scripted_policy_reaches_the_services_through_the_shell_when_told_how() -> None:
+    backend = ScriptedBackend.from_steps([("helpdesk_get_ticket", {"id": "T-1"})], "All done.")
+    with pytest.raises(BackendError, match="matches none"):
+        await backend.complete(_request("Fix the ticket."))  # no service tool, no cowork-tool: refused
+    first = (await backend.complete(_request(f"Fix it; use `{SERVICE_CLI}`."))).turn
+    (call,) = first.tool_calls
+    assert call.name == "bash"
+    assert json.loads(call.arguments) == {"command": f'{SERVICE_CLI} helpdesk_get_ticket \'{{"id":"T-1"}}\''}
+    done = Message(role="tool", tool_call_id=call.id, content="{}")
+    final = (
+        await backend.complete(
+            _request(f"use `{SERVICE_CLI}`", Message(role="assistant", tool_calls=(call,)), done)
+        )
+    ).turn
+    assert (final.content, final.tool_calls) == ("All done.", ())
+    submit = f"use `{SERVICE_CLI}`; finish with echo {SUBMIT_MARKER}"
+    last = (
+        await backend.complete(_request(submit, Message(role="assistant", tool_calls=(call,)), done))
+    ).turn
+    (echo,) = last.tool_calls
+    assert json.loads(echo.arguments)["command"] == f"echo {SUBMIT_MARKER} && printf '%s\\n' 'All done.'"
+
+
+def test_service_cli_refuses_bad_usage_and_unreachable_endpoints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coworkenv.rollout.harnesses import service_cli
+
+    monkeypatch.delenv(service_cli.URL_ENV, raising=False)
+    assert service_cli.main(["--list"]) == 2
+    assert "COWORKENV_MCP_URL is not set" in capsys.readouterr().err
+    monkeypatch.setenv(service_cli.URL_ENV, "http://127.0.0.1:9/t/x/mcp")
+    assert service_cli.main([]) == 2
+    assert "usage" in capsys.readouterr().err
+    assert service_cli.main(["helpdesk_get_ticket", "{}"]) == 2
+    assert "cowork-tool:" in capsys.readouterr().err
+    sse = 'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"ok":true}}\n\n'
+    assert service_cli._messages(sse) == [{"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}]
