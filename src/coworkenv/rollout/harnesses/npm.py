@@ -14,8 +14,9 @@ reads the answer from a final ``{"type": "result"}`` JSON event.
 
 Multi-turn tasks: when the answer asks the user a question (contains ``?``) and the task has a
 simulated user, the reply (:class:`ScriptedUser`) is sent by starting the CLI again on the same
-session (:meth:`session_id` from its output, :meth:`resume_args`), until it answers without a
-question, the user has no turns left, or the wall clock runs out.
+session (:meth:`session_id` from its output, :meth:`resume_args`; :meth:`command` builds each
+round's argv, the binary by default), until it answers without a question, the user has no turns
+left, or the wall clock runs out.
 """
 
 from __future__ import annotations

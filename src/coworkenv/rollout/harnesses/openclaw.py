@@ -19,8 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from coworkenv.rollout.harnesses.base import HarnessContext
+from coworkenv.rollout.harnesses.base import HarnessContext, HarnessNotInstalled
 from coworkenv.rollout.harnesses.npm import (
+    INSTALL_HINT,
     MCP_SERVER_NAME,
     NpmCliHarness,
     harness_dir,
@@ -49,11 +50,8 @@ class OpenClaw(NpmCliHarness):
     def check_installed(self) -> None:
         super().check_installed()
         if not (node24_dir() / "bin" / "node").exists():
-            from coworkenv.rollout.harnesses.base import HarnessNotInstalled
-
             raise HarnessNotInstalled(
-                f"harness 'openclaw' needs Node {NODE_VERSION} at {node24_dir()}; "
-                "run scripts/install_harnesses.sh openclaw"
+                f"harness 'openclaw' needs Node {NODE_VERSION} at {node24_dir()}; run {INSTALL_HINT} openclaw"
             )
 
     def _config(self, ctx: HarnessContext) -> Path:
