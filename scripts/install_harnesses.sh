@@ -40,6 +40,12 @@ PY_SPECS=(
 )
 
 want=("$@")
+for w in "${want[@]}"; do
+  case " claude-code codex qwen opencode gemini node24 openclaw mini-swe-agent openhands " in
+    *" $w "*) ;;
+    *) echo "install_harnesses: unknown harness '$w'" >&2; exit 2 ;;
+  esac
+done
 # openclaw runs on the Node 24 that node24 installs
 for w in "${want[@]}"; do [ "$w" = openclaw ] && want+=(node24); done
 wanted() {
@@ -140,32 +146,45 @@ install_one() {
   echo "install_harnesses: installed $pkg@$version -> $dir"
 }
 
-pids=()
 rc=0
 jobs_max="${JOBS:-2}"
-throttle() {
-  pids+=("$!")
-  if [ "${#pids[@]}" -ge "$jobs_max" ]; then
-    wait "${pids[0]}" || rc=1
-    pids=("${pids[@]:1}")
-  fi
+status_dir="$(mktemp -d)"
+trap 'rm -rf "$status_dir"' EXIT
+# Each install is a background job, at most $jobs_max at a time (any finished job frees its slot); a
+# job leaves its exit status in $status_dir (a job that left none failed).
+launched=()
+launch() {  # launch NAME COMMAND...
+  local name="$1"
+  shift
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.5; done
+  launched+=("$name")
+  ( status=1; if "$@"; then status=0; fi; echo "$status" >"$status_dir/$name" ) &
 }
-for spec in "${PY_SPECS[@]}"; do
-  IFS='|' read -r name reqs sub bin minimum <<<"$spec"
-  wanted "$name" || continue
-  install_py "$reqs" "$sub" "$bin" "$minimum" &
-  throttle
-done
-for spec in "${SPECS[@]}"; do
-  IFS='|' read -r name pkg version bin runtime <<<"$spec"
-  wanted "$name" || continue
-  if [ "$runtime" = node24 ]; then
-    # Node 24 first (it is installed like a harness, in an earlier slot of SPECS)
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
-    pids=()
+declare -A npm_spec py_spec
+for spec in "${SPECS[@]}"; do npm_spec["${spec%%|*}"]="$spec"; done
+for spec in "${PY_SPECS[@]}"; do py_spec["${spec%%|*}"]="$spec"; done
+install_named() {  # install_named NAME: one harness, OpenClaw after the Node 24 it runs on
+  local name="$1" pkg version bin runtime reqs sub minimum
+  if [ -n "${py_spec[$name]:-}" ]; then
+    IFS='|' read -r name reqs sub bin minimum <<<"${py_spec[$name]}"
+    install_py "$reqs" "$sub" "$bin" "$minimum"
+    return
   fi
-  install_one "$pkg" "$version" "$bin" "$runtime" &
-  throttle
+  IFS='|' read -r name pkg version bin runtime <<<"${npm_spec[$name]}"
+  if [ "$runtime" = node24 ]; then
+    install_named node24 || return 1
+  fi
+  install_one "$pkg" "$version" "$bin" "$runtime"
+}
+# The slowest install (the OpenHands venv) starts first, the npm CLIs share the other slot, and
+# node24 is installed inside OpenClaw's job when both are wanted (never twice at once).
+for name in openhands claude-code codex qwen opencode gemini openclaw node24 mini-swe-agent; do
+  wanted "$name" || continue
+  if [ "$name" = node24 ] && wanted openclaw; then continue; fi
+  launch "$name" install_named "$name"
 done
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
+wait
+for name in "${launched[@]}"; do
+  [ "$(cat "$status_dir/$name" 2>/dev/null)" = 0 ] || rc=1
+done
 exit "$rc"
