@@ -1,7 +1,8 @@
 """Benchmark: prefix trees of real harness traces — calls, leaves, auxiliary/dead leaves, token savings.
 
-Issue 5, item 4 and the second half of its benchmark: rollouts of the real, unmodified harness CLIs
-(Claude Code, Codex, Qwen Code, opencode) and of the built-in loop, through the capturing proxy with
+Issue 5, item 4 and the second half of its benchmark (issue 17: all eight real harnesses): rollouts
+of the real, unmodified harnesses (Claude Code, Codex, Qwen Code, opencode, Gemini CLI, OpenClaw,
+mini-swe-agent, the OpenHands SDK) and of the built-in loop, through the capturing proxy with
 the ``reference`` backend (the task's reference solution played by :class:`ScriptedBackend`;
 byte-level token ids), then a prefix tree per rollout (:mod:`coworkenv.trajectories`).
 
@@ -77,7 +78,16 @@ from coworkenv.trajectories.tree import PrefixTree, build_tree
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-CLI_HARNESSES = ("claude-code", "codex", "qwen", "opencode")
+CLI_HARNESSES = (
+    "claude-code",
+    "codex",
+    "qwen",
+    "opencode",
+    "gemini",
+    "openclaw",
+    "mini-swe-agent",
+    "openhands",
+)
 HARNESSES = ("loop", *CLI_HARNESSES)
 DEFAULT_TASKS = (
     "M1115_enterprise_sla_escalation",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # System packages some tests need, installed when missing (idempotent):
 #   - Debian's chromium + chromium-driver: the HTML report is opened in headless Chromium;
-#   - the real agent harness CLIs (npm): Claude Code, Codex, Qwen Code, opencode (scripts/install_harnesses.sh);
+#   - the real agent harnesses (scripts/install_harnesses.sh): from npm Claude Code, Codex, Qwen Code,
+#     opencode, Gemini CLI, OpenClaw (+ Node 24); from PyPI, each in its own venv, mini-swe-agent and
+#     the OpenHands SDK (Python >= 3.12, e.g. pyenv's);
 #   - bubblewrap (+ util-linux's prlimit/setpriv): the jail every harness process runs in.
 # Outside CI a failed install is a warning and those tests skip, saying why. Under CI=true it is an
 # error (exit 1), and tests/ci_skips.py fails any test that skips for want of them: CI cannot pass by

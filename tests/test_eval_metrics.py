@@ -206,3 +206,27 @@ def test_headline_reports_completion_first_with_intervals_and_safety_violations(
     assert h.safety_violations == 1
     assert h.safety_violation_rate == pytest.approx(100 * (1 / 4) / 6)
     assert (h.tasks, h.trials, h.infra_failures) == (6, 24, 1)
+
+
+def test_eval_table_puts_every_harness_of_a_mixed_run_side_by_side() -> None:
+    from rich.console import Console
+
+    from coworkenv.eval.cli import summary_table
+    from coworkenv.rollout.harnesses import HARNESS_NAMES
+
+    passing = set(HARNESS_NAMES[::2])
+    recs = [
+        _rec("a", t, 1.0 if h in passing else 0.0).model_copy(update={"harness": h})
+        for h in HARNESS_NAMES
+        for t in range(2)
+    ]
+    s = summarize(recs, k=2, threshold=0.75)
+    assert [g.name for g in s.by_harness] == sorted(HARNESS_NAMES)
+    assert {g.name for g in s.by_harness if g.pass_hat_k == 1.0} == passing
+    con = Console(width=250, record=True)
+    con.print(summary_table(s))
+    rows = [ln for ln in con.export_text().splitlines() if "harness " in ln]
+    assert len(rows) == len(HARNESS_NAMES) == 9
+    for row in rows:
+        name = row.split("harness ", 1)[1].split()[0]
+        assert ("100.0%" in row) == (name in passing), row

@@ -3,7 +3,8 @@
 Expected (roles, tool count) per request were checked by hand against the logged bodies: Claude's
 mid-conversation ``system`` entries stay in place and its ``tool_result`` becomes a ``tool``
 message; Codex's developer messages are system messages, its two namespaces are flattened (web_search
-dropped); Qwen/OpenHands tool results given as part arrays become plain text.
+dropped); Qwen/OpenHands tool results given as part arrays become plain text; Gemini CLI's
+``systemInstruction`` is the system message, its ``functionResponse`` a ``tool`` message.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ EXPECTED: dict[tuple[str, int], tuple[str, int]] = {
     ("openhands_run1", 1): ("suat", 5),
     ("qwen_run1", 0): ("su", 14),
     ("qwen_run1", 1): ("suat", 14),
+    ("gemini_run3_model", 0): ("su", 16),
+    ("gemini_run3_model", 1): ("suat", 16),
 }
-GEMINI = {"gemini_run3_model"}
 
 
 def _logged() -> list[tuple[str, int, dict[str, Any]]]:
@@ -66,7 +68,7 @@ pytestmark = pytest.mark.skipif(not LOGGED, reason=f"harness requests not found 
 
 
 def test_every_logged_request_is_covered() -> None:
-    seen = {(name, i) for name, i, _ in LOGGED if name not in GEMINI}
+    seen = {(name, i) for name, i, _ in LOGGED}
     assert seen == set(EXPECTED)
 
 
@@ -79,8 +81,8 @@ def _reply(request: ChatRequest) -> AssistantTurn:
 
 @pytest.mark.parametrize(
     ("name", "index", "logged"),
-    [x for x in LOGGED if x[0] not in GEMINI],
-    ids=[f"{n}#{i}" for n, i, _ in LOGGED if n not in GEMINI],
+    LOGGED,
+    ids=[f"{n}#{i}" for n, i, _ in LOGGED],
 )
 async def test_logged_request_is_accepted_and_translated(
     tmp_path: Path, name: str, index: int, logged: dict[str, Any]
@@ -99,7 +101,11 @@ async def test_logged_request_is_accepted_and_translated(
     assert len(request.tools) == n_tools
     assert len({t.name for t in request.tools}) == n_tools  # flattening never collides
     body = logged["body"]
-    if body.get("stream"):
+    if "streamGenerateContent" in logged["path"]:
+        assert res.headers["content-type"].startswith("text/event-stream")
+        (frame,) = [ln for ln in res.text.splitlines() if ln.startswith("data: ")]
+        assert json.loads(frame[6:])["candidates"][0]["content"]["role"] == "model"
+    elif body.get("stream"):
         assert res.headers["content-type"].startswith("text/event-stream")
         tail = res.text.rstrip().rsplit("\n", 1)[-1]
         assert tail in ("data: [DONE]", 'data: {"type":"message_stop"}') or '"response.completed"' in tail
@@ -136,13 +142,19 @@ def test_qwen_part_array_tool_result_becomes_text() -> None:
     assert "out.txt" in tool.content
 
 
-async def test_gemini_requests_are_refused_with_a_clear_404(tmp_path: Path) -> None:
-    proxy, _ = make_proxy(tmp_path)
-    prefix = proxy.open_rollout("r")
-    (logged,) = [b for n, i, b in LOGGED if (n, i) == ("gemini_run3_model", 0)]
-    transport = httpx.ASGITransport(app=proxy.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as http:
-        res = await http.post(f"{prefix}{logged['path']}", json=logged["body"])
-    assert res.status_code == 404
-    assert "no endpoint" in res.json()["error"]["message"]
-    assert proxy.stats("r")["calls"] == 0
+def test_gemini_call_and_response_pair_up_byte_identically() -> None:
+    from coworkenv.proxy.dialects.gemini import GeminiGenerate
+
+    (body,) = [b["body"] for n, i, b in LOGGED if (n, i) == ("gemini_run3_model", 1)]
+    parsed = GeminiGenerate(model="m", stream=True, sse=True).parse(body)
+    assert parsed.stream
+    assert parsed.model == "m"
+    system, _, assistant, tool = parsed.request.messages
+    assert system.content.startswith("You are Gemini CLI")
+    (tc,) = assistant.tool_calls
+    assert (tc.id, tc.name) == ("run_shell_command_1796012274674_0", "run_shell_command")
+    assert tc.arguments == '{"command":"echo hello > out.txt && ls"}'
+    assert tool.tool_call_id == tc.id
+    assert "Output: out.txt" in tool.content
+    shell = next(t for t in parsed.request.tools if t.name == "run_shell_command")
+    assert shell.parameters["type"] == "object"

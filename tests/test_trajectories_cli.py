@@ -90,3 +90,18 @@ def test_tree_views_for_the_report_mark_retained_dead_and_auxiliary(tmp_path: Pa
     assert sum(n.tokens for n in a1.nodes) == sum(len(n.env) + len(n.out) for n in tree.nodes)
     assert rep.rollouts
     assert any("side_call" in n.label or "title" in n.label for n in a1.nodes if n.status == "auxiliary")
+
+
+def test_trees_table_has_a_column_per_harness_for_all_nine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coworkenv.rollout.harnesses import HARNESS_NAMES
+
+    runs = [scenario(f"r{i}", i, turns=3) for i in range(len(HARNESS_NAMES))]
+    pairs = [(s, record_for(s, harness=h)) for s, h in zip(runs, HARNESS_NAMES, strict=True)]
+    root = write_dir(tmp_path / "rollouts", pairs)
+    main(["trees", str(root), "--json"])
+    rows = {r["harness"]: r for r in json.loads(capsys.readouterr().out)["harness"]}
+    assert set(rows) == set(HARNESS_NAMES)
+    for row in rows.values():
+        assert row["tok/call"] >= row["tok tree"] > 0

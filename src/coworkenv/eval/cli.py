@@ -83,9 +83,14 @@ def summary_table(summary: Any) -> Any:
     def f(v: float | None, pct: bool = False) -> str:
         return "–" if v is None else (f"{100 * v:.1f}%" if pct else f"{v:.3f}")
 
-    for g in [s.overall, *s.by_category, *s.by_difficulty]:
+    harnesses = s.by_harness if len(s.by_harness) > 1 else []  # mix-harness runs: side by side
+    for g, label in [
+        (s.overall, ""),
+        *((g, "") for g in (*s.by_category, *s.by_difficulty)),
+        *((g, "harness ") for g in harnesses),
+    ]:
         t.add_row(
-            g.name,
+            label + g.name,
             str(g.tasks),
             str(g.trials),
             f(g.completion),

@@ -6,7 +6,9 @@ Contract:
   a harness uses ``http://host:port<prefix>/v1`` (OpenAI) or ``http://host:port<prefix>`` (Anthropic).
   Under it: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages`` (any query,
   e.g. ``?beta=true``), each also without ``/v1``; ``POST /v1/messages/count_tokens`` (an estimate,
-  not a model call); ``GET /v1/models``. An unknown rollout or a closed one is answered 404, a wrong
+  not a model call); ``GET /v1/models``; the Gemini API
+  ``POST /v1beta/models/<model>:generateContent`` and ``:streamGenerateContent`` (``?alt=sse``),
+  plus ``:countTokens`` (an estimate). An unknown rollout or a closed one is answered 404, a wrong
   secret 401, both in the dialect's error shape; nothing outside an open prefix reaches a backend.
 * Every model call under a valid prefix (parsed or not, successful or not) becomes exactly one
   :class:`CapturedCall` in the :class:`CaptureStore`, written before the harness gets its answer.
@@ -48,6 +50,7 @@ from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.dialects.anthropic import AnthropicMessages
 from coworkenv.proxy.dialects.base import Dialect, Outcome, Parsed, RequestError, deliverable
+from coworkenv.proxy.dialects.gemini import GeminiGenerate, gemini_route
 from coworkenv.proxy.dialects.openai_chat import OpenAIChat
 from coworkenv.proxy.dialects.openai_responses import OpenAIResponses
 from coworkenv.proxy.messages import AssistantTurn, ChatRequest
@@ -74,8 +77,23 @@ _ROUTES: dict[str, tuple[str, Dialect]] = {
 _EMPTY_REQUEST = ChatRequest(messages=())
 
 
+_GEMINI = GeminiGenerate()
+
+
+def _route(rest: str, query: bytes) -> tuple[str, Dialect] | None:
+    """(route kind, dialect) of a path under a rollout prefix, or None."""
+    gemini = gemini_route(rest, query)
+    if gemini is not None:
+        method, dialect = gemini
+        kinds = {"generateContent": "call", "streamGenerateContent": "call", "countTokens": "gemini_count"}
+        return (kinds[method], dialect) if method in kinds else None
+    return _ROUTES.get(rest[3:] if rest.startswith("v1/") else rest)
+
+
 def _dialect_for(path: str) -> Dialect:
     """The dialect whose error shape fits an unroutable path (best guess from its tail)."""
+    if "models/" in path and ":" in path.rsplit("/", 1)[-1]:
+        return _GEMINI
     if "messages" in path:
         return _ANTHROPIC
     if "responses" in path:
@@ -259,7 +277,7 @@ class ProxyServer:
             )
             return
         rollout_id, secret, rest = parts[2], parts[3], parts[4]
-        route = _ROUTES.get(rest[3:] if rest.startswith("v1/") else rest)
+        route = _route(rest, scope.get("query_string", b""))
         dialect = route[1] if route else _dialect_for(rest)
         rollout = self._open.get(rollout_id)
         if rollout is None:
@@ -286,6 +304,9 @@ class ProxyServer:
         raw = await _read_body(receive)
         if kind == "count_tokens":
             await _respond(send, 200, dumps({"input_tokens": max(1, len(raw) // 4)}))
+            return
+        if kind == "gemini_count":
+            await _respond(send, 200, dumps({"totalTokens": max(1, len(raw) // 4)}))
             return
         await self._call(rollout, dialect, raw, send)
 

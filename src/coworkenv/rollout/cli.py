@@ -40,7 +40,12 @@ def resolve_specs(tasks: list[str]) -> list[TaskSpec]:
 def rollout(  # noqa: PLR0917
     tasks: Annotated[list[str], typer.Argument(help="Task files/dirs or built-in ids ('builtin' = all).")],
     harness: Annotated[
-        str, typer.Option("--harness", help="Comma-separated: loop, claude-code, codex, qwen, opencode.")
+        str,
+        typer.Option(
+            "--harness",
+            help="Comma-separated: loop, claude-code, codex, qwen, opencode, gemini, openclaw, "
+            "mini-swe-agent, openhands.",
+        ),
     ] = "loop",
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per (task, harness).")] = 1,
     backend: Annotated[

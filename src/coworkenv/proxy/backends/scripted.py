@@ -10,8 +10,15 @@ the harness's simulated user answers and the script continues.
 Tool names resolve against ``request.tools``: the exact name, or the one tool whose name ends with it
 after a separator (``mcp__svc__helpdesk_list_tickets``, ``svc_helpdesk_list_tickets``, ...). The
 replayer's workspace pseudo-tools (``workspace.write_file``, ``workspace.run``) map to the harness's
-shell tool (or a write-file tool); with neither, those steps are dropped. An unresolvable service tool
-raises :class:`BackendError` (kind ``scripted``) naming the step and the tools offered.
+shell tool (or a write-file tool); with neither, those steps are dropped. A harness whose only tool
+is a shell (mini-swe-agent) reaches the services through the ``cowork-tool`` command
+(:mod:`coworkenv.rollout.harnesses.service_cli`): when a system or user message names
+:data:`SERVICE_CLI`, an unresolvable service step becomes the shell call ``cowork-tool <tool>
+'<json>'``. Otherwise an unresolvable service tool raises :class:`BackendError` (kind ``scripted``)
+naming the step and the tools offered. When the prompt asks the model to finish by running ``echo
+COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` (:data:`SUBMIT_MARKER`, mini-swe-agent's protocol) and a shell
+tool is offered, the final message and questions to the user are submitted that way: the marker,
+then the text as the command's output.
 
 Tokens come from :class:`ByteTokenizer` (UTF-8 bytes are ids, 256 is end-of-turn): the prompt is the
 codec's rendering (SmolLM2 ChatML by default), the output the codec's canonical turn text plus the
@@ -43,6 +50,9 @@ EOS_ID = 256
 FAULT_KINDS = ("timeout", "http_5xx", "truncated", "garbage")
 SHELL_TOOLS = ("bash", "shell", "exec_command", "run_shell_command", "shell_command", "terminal")
 WRITE_TOOLS = ("write", "write_file", "writefile", "create_file")
+SERVICE_CLI = "cowork-tool"
+"""The shell command that calls a task tool (kept equal to ``service_cli.SERVICE_CLI``)."""
+SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 class ByteTokenizer:
@@ -167,9 +177,17 @@ def resolve_workspace_step(item: ScriptCall, tools: Sequence[ToolSpec]) -> Scrip
     return ScriptCall(writer.name, {pkey: path, ckey: content})
 
 
-def resolve_script(script: Script, tools: Sequence[ToolSpec]) -> list[ScriptItem]:
-    """The script's items with tool names resolved against the request's tools."""
+def _prompt_mentions(request: ChatRequest, text: str) -> bool:
+    return any(text in m.content for m in request.messages if m.role in ("system", "user"))
+
+
+def resolve_script(
+    script: Script, tools: Sequence[ToolSpec], *, service_cli: bool = False
+) -> list[ScriptItem]:
+    """The script's items with tool names resolved against the request's tools (``service_cli``:
+    an unresolvable service step goes through the :data:`SERVICE_CLI` command in the shell tool)."""
     names = [t.name for t in tools]
+    shell = _find_tool(tools, SHELL_TOOLS) if service_cli else None
     out: list[ScriptItem] = []
     for index, item in enumerate(script.items):
         if isinstance(item, ScriptAsk):
@@ -182,6 +200,10 @@ def resolve_script(script: Script, tools: Sequence[ToolSpec]) -> list[ScriptItem
             out.append(item)
         else:
             resolved = resolve_tool_name(item.tool, names)
+            if resolved is None and shell is not None:
+                args = compact_json(dict(item.args))
+                out.append(_shell_call(shell, f"{SERVICE_CLI} {item.tool} {shlex.quote(args)}"))
+                continue
             if resolved is None:
                 raise BackendError(
                     "scripted",
@@ -314,13 +336,19 @@ class ScriptedBackend:
         return kind if hit else None
 
     def _turn(self, request: ChatRequest, first_call: int) -> AssistantTurn:
-        items = resolve_script(self.script_for(request), request.tools)
+        script = self.script_for(request)
+        items = resolve_script(script, request.tools, service_cli=_prompt_mentions(request, SERVICE_CLI))
         index = assistant_turns(request.messages)
-        if index >= len(items):
-            return AssistantTurn(content=self.script_for(request).final_message, finish_reason="stop")
-        item = items[index]
+        text = script.final_message if index >= len(items) else None
+        item = None if text is not None else items[index]
         if isinstance(item, ScriptAsk):
-            return AssistantTurn(content=item.text, finish_reason="stop")
+            text = item.text
+        if text is not None:
+            shell = _find_tool(request.tools, SHELL_TOOLS)
+            if shell is None or not _prompt_mentions(request, SUBMIT_MARKER):
+                return AssistantTurn(content=text, finish_reason="stop")
+            item = _shell_call(shell, f"echo {SUBMIT_MARKER} && printf '%s\\n' {shlex.quote(text)}")
+        assert isinstance(item, ScriptCall)
         call = ToolCall(id=f"call_{first_call}", name=item.tool, arguments=compact_json(dict(item.args)))
         return AssistantTurn(tool_calls=(call,), finish_reason="tool_calls")
 

@@ -20,8 +20,12 @@ from coworkenv.rollout.harnesses.base import (
 def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.claude_code import ClaudeCode
     from coworkenv.rollout.harnesses.codex import Codex
+    from coworkenv.rollout.harnesses.gemini import GeminiCli
     from coworkenv.rollout.harnesses.loop import LoopHarness
+    from coworkenv.rollout.harnesses.mini import MiniSweAgent
+    from coworkenv.rollout.harnesses.openclaw import OpenClaw
     from coworkenv.rollout.harnesses.opencode import OpenCode
+    from coworkenv.rollout.harnesses.openhands import OpenHandsSdk
     from coworkenv.rollout.harnesses.qwen import QwenCode
 
     return {
@@ -30,10 +34,24 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "codex": Codex,
         "qwen": QwenCode,
         "opencode": OpenCode,
+        "gemini": GeminiCli,
+        "openclaw": OpenClaw,
+        "mini-swe-agent": MiniSweAgent,
+        "openhands": OpenHandsSdk,
     }
 
 
-HARNESS_NAMES = ("loop", "claude-code", "codex", "qwen", "opencode")
+HARNESS_NAMES = (
+    "loop",
+    "claude-code",
+    "codex",
+    "qwen",
+    "opencode",
+    "gemini",
+    "openclaw",
+    "mini-swe-agent",
+    "openhands",
+)
 
 
 def get_harness(name: str) -> Harness:

@@ -14,8 +14,9 @@ reads the answer from a final ``{"type": "result"}`` JSON event.
 
 Multi-turn tasks: when the answer asks the user a question (contains ``?``) and the task has a
 simulated user, the reply (:class:`ScriptedUser`) is sent by starting the CLI again on the same
-session (:meth:`session_id` from its output, :meth:`resume_args`), until it answers without a
-question, the user has no turns left, or the wall clock runs out.
+session (:meth:`session_id` from its output, :meth:`resume_args`; :meth:`command` builds each
+round's argv, the binary by default), until it answers without a question, the user has no turns
+left, or the wall clock runs out.
 """
 
 from __future__ import annotations
@@ -103,6 +104,10 @@ class NpmCliHarness(ABC):
         """Arguments that send ``reply`` as the next user turn of ``session`` (None: unsupported)."""
         return None
 
+    def command(self, args: list[str], round_: int) -> list[str]:
+        """The argv of round ``round_`` (0: the task, then one per resumed user turn)."""
+        return [str(self.binary()), *args]
+
     def settings(self) -> dict[str, Any]:
         """Non-default adapter settings, kept in every rollout's meta (empty by default)."""
         return {}
@@ -121,7 +126,7 @@ class NpmCliHarness(ABC):
         rounds = 0
         while True:
             res = await run_process(
-                [str(self.binary()), *args],
+                self.command(args, rounds),
                 cwd=ctx.workspace,
                 env=env,
                 timeout_s=max(0.1, deadline - time.monotonic()),
