@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,6 +85,16 @@ def _check_delta(score: dict[str, float | None]) -> None:
         assert score["delta"] == pytest.approx(after - before)
 
 
+def _check_base(out: Path, summary: dict[str, Any], stdout: str, eval_ids: list[str]) -> None:
+    """The base model (no SFT) on the same held-out tasks: base → SFT → after the update."""
+    base = [json.loads(x) for x in (out / "base" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["task_id"] for r in base} == set(eval_ids)
+    assert {r["policy_version"] for r in base if r["status"] == "ok"} == {"base"}
+    assert summary["eval"]["base"]["overall"]["trials"] == 2
+    assert "held-out completion base " in stdout
+    assert "loop@base" in (out / "report.html").read_text()
+
+
 def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
     out = tmp_path / "run"
@@ -129,13 +140,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
     assert {r["task_id"] for r in after} == set(eval_ids)
     assert "loop@rl-1" in (out / "report.html").read_text()
-    # the base model (no SFT) on the same held-out tasks: base → SFT → after the update
-    base = [json.loads(x) for x in (out / "base" / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["task_id"] for r in base} == set(eval_ids)
-    assert {r["policy_version"] for r in base if r["status"] == "ok"} == {"base"}
-    assert summary["eval"]["base"]["overall"]["trials"] == 2
-    assert "held-out completion base " in res.stdout
-    assert "loop@base" in (out / "report.html").read_text()
+    _check_base(out, summary, res.stdout, eval_ids)
     _check_delta(summary["eval"]["comparison"]["overall"]["score"])
     assert summary["eval"]["comparison"]["eval_tasks"] == eval_ids
     report = (out / "report.html").read_text()
