@@ -38,7 +38,8 @@ ANSWER_PATH = "/app/answer.md"
 SERVICES_HOST = "coworkenv-services"
 SERVICES_PORT = 8765
 SERVICES_URL = f"http://{SERVICES_HOST}:{SERVICES_PORT}/t/default"
-INSTALL_ARG = "COWORKENV_PIP_SPEC"
+IMAGE_ARG = "COWORKENV_IMAGE"
+VERIFIER_PYTHON = "/opt/coworkenv/venv/bin/python"
 
 SOLVE_SH = """#!/usr/bin/env bash
 # Oracle: replay coworkenv's reference solution against the task's services.
@@ -50,8 +51,27 @@ python3 "$here/replay.py" "$here/reference.json"
 TEST_SH = f"""#!/usr/bin/env bash
 # Verifier: grade the episode from the services' audit endpoints and write the reward JSON.
 set -euo pipefail
+# The verifier shares the agent's container: first end whatever the agent left running — every
+# process but this script's ancestry and those the container started with (within 1 s of PID 1:
+# init and the keep-alive; /proc's start times count 1/100 s) — then drop any reward the agent
+# wrote (Harbor reads reward.json, else reward.txt).
+start() {{ sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }}
+keep=" $$ "
+p=$$
+while [ "$p" -gt 1 ] && [ -r "/proc/$p/stat" ]; do
+  p="$(sed 's/.*) //' "/proc/$p/stat" | cut -d' ' -f2)"; keep="$keep$p "
+done
+boot="$(start 1)"
+for d in /proc/[0-9]*; do
+  pid="${{d#/proc/}}"
+  t="$(start "$pid")" || continue
+  [ -n "$t" ] || continue
+  case "$keep" in *" $pid "*) continue ;; esac
+  [ "$((t - boot))" -le 100 ] || kill -9 "$pid" 2>/dev/null || true
+done
 mkdir -p /logs/verifier
-python3 -m coworkenv.synth.packaging.verifier \\
+rm -f /logs/verifier/reward.txt /logs/verifier/reward.json /logs/verifier/grade.json
+{VERIFIER_PYTHON} -m coworkenv.synth.packaging.verifier \\
   --spec /tests/task.json --token-file /tests/token \\
   --services "${{COWORKENV_SERVICES_URL:-{SERVICES_URL}}}" \\
   --answer {ANSWER_PATH} --workspace /app --out /logs/verifier/reward.json
@@ -74,16 +94,19 @@ from pathlib import Path
 
 def call(base, route, args):
     data = json.dumps(args).encode()
-    for attempt in range(6):
+    for attempt in range(60):  # the services may still be starting: retry for about 30 s
         req = urllib.request.Request(base + route, data=data, method="POST",
                                      headers={{"content-type": "application/json"}})
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 return resp.status
         except urllib.error.HTTPError as e:
-            if e.code not in (429, 500, 502, 503) or attempt == 5:
+            if e.code not in (429, 500, 502, 503) or attempt == 59:
                 return e.code
-            time.sleep(0.2)
+        except urllib.error.URLError:
+            if attempt == 59:
+                raise
+        time.sleep(0.5)
     return 0
 
 
@@ -169,7 +192,9 @@ def task_toml(spec: TaskSpec) -> str:
     return _toml(
         {
             "metadata": meta,
-            "verifier": {"timeout_sec": 120.0},
+            # shared: the verifier runs in the agent's container after it (test.sh ends the agent's
+            # leftovers first); Harbor's separate mode would start a fresh copy without the services
+            "verifier": {"timeout_sec": 120.0, "environment_mode": "shared"},
             "agent": {"timeout_sec": float(spec.limits.timeout_s)},
             "environment": {"build_timeout_sec": 600.0, "cpus": 1, "memory_mb": 2048, "storage_mb": 4096},
         },
@@ -225,11 +250,24 @@ def compose_yaml(token: str) -> str:
             "main": {
                 "build": {"context": ".", "dockerfile": "Dockerfile"},
                 "environment": {"COWORKENV_SERVICES_URL": SERVICES_URL},
-                "depends_on": [SERVICES_HOST],
+                "depends_on": {SERVICES_HOST: {"condition": "service_healthy"}},
             },
             SERVICES_HOST: {
                 "build": {"context": ".", "dockerfile": "services.Dockerfile"},
                 "environment": {"COWORKENV_VERIFIER_TOKEN": token},
+                "healthcheck": {
+                    "test": [
+                        "CMD",
+                        "python",
+                        "-c",
+                        f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{SERVICES_PORT}"
+                        "/t/default/tools', timeout=2)",
+                    ],
+                    "interval": "1s",
+                    "timeout": "3s",
+                    "retries": 60,
+                    "start_period": "1s",
+                },
                 "command": [
                     "python",
                     "-m",
@@ -247,17 +285,9 @@ def compose_yaml(token: str) -> str:
 
 
 def _dockerfile(extra: list[str]) -> str:
-    return (
-        "\n".join(
-            [
-                "FROM python:3.11-slim",
-                f"ARG {INSTALL_ARG}=coworkenv",
-                f'RUN pip install --no-cache-dir "${INSTALL_ARG}"',
-                *extra,
-            ]
-        )
-        + "\n"
-    )
+    from coworkenv.harbor.images import RUNTIME_IMAGE
+
+    return "\n".join([f"ARG {IMAGE_ARG}={RUNTIME_IMAGE}", f"FROM ${{{IMAGE_ARG}}}", *extra]) + "\n"
 
 
 def _write(path: Path, text: str, *, executable: bool = False) -> None:
