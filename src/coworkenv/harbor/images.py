@@ -170,7 +170,9 @@ def ensure_runtime_image(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise HarborError(f"building the runtime image {tag}: timed out after {timeout_s:.0f} s") from None
+            raise HarborError(
+                f"building the runtime image {tag}: timed out after {timeout_s:.0f} s"
+            ) from None
         if r.returncode != 0:
             raise HarborError(f"building the runtime image {tag} failed:\n{tail(r.stderr or r.stdout)}")
     return tag

@@ -52,22 +52,27 @@ TEST_SH = f"""#!/usr/bin/env bash
 # Verifier: grade the episode from the services' audit endpoints and write the reward JSON.
 set -euo pipefail
 # The verifier shares the agent's container: first end whatever the agent left running — every
-# process but this script's ancestry and those the container started with (within 1 s of PID 1:
-# init and the keep-alive; /proc's start times count 1/100 s) — then drop any reward the agent
-# wrote (Harbor reads reward.json, else reward.txt).
-start() {{ sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }}
-keep=" $$ "
-p=$$
-while [ "$p" -gt 1 ] && [ -r "/proc/$p/stat" ]; do
-  p="$(sed 's/.*) //' "/proc/$p/stat" | cut -d' ' -f2)"; keep="$keep$p "
+# process but PID 1, its oldest child (the container's keep-alive) with that child's descendants,
+# and this script's ancestry; an agent's process is started by `exec` (parent 0) or orphaned onto
+# PID 1 later — then drop any reward the agent wrote (Harbor reads reward.json, else reward.txt).
+ppid() {{ sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2 || true; }}  # "" once gone
+pids() {{ ls /proc | grep -E '^[0-9]+$' | sort -n || true; }}
+first=""
+for pid in $(pids); do
+  if [ "$(ppid "$pid")" = 1 ]; then first="$pid"; break; fi
 done
-boot="$(start 1)"
-for d in /proc/[0-9]*; do
-  pid="${{d#/proc/}}"
-  t="$(start "$pid")" || continue
-  [ -n "$t" ] || continue
-  case "$keep" in *" $pid "*) continue ;; esac
-  [ "$((t - boot))" -le 100 ] || kill -9 "$pid" 2>/dev/null || true
+for pid in $(pids); do
+  p="$pid"
+  while [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != 1 ] && [ "$p" != "$first" ] && [ "$p" != $$ ]; do
+    p="$(ppid "$p")"
+  done
+  if [ "$pid" = 1 ] || [ -z "$p" ]; then continue; fi  # PID 1, or gone meanwhile
+  if [ "$p" = 0 ] || [ "$p" = 1 ]; then
+    # not under the keep-alive or this script: the agent's, unless it is this script's ancestor
+    a=$$
+    while [ -n "$a" ] && [ "$a" != 0 ] && [ "$a" != "$pid" ]; do a="$(ppid "$a")"; done
+    if [ "$a" != "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  fi
 done
 mkdir -p /logs/verifier
 rm -f /logs/verifier/reward.txt /logs/verifier/reward.json /logs/verifier/grade.json
