@@ -75,7 +75,7 @@ for pid in $(pids); do
   fi
 done
 mkdir -p /logs/verifier
-rm -f /logs/verifier/reward.txt /logs/verifier/reward.json /logs/verifier/grade.json
+cd /logs/verifier && rm -f reward.txt reward.json grade.json events.json && cd /
 {VERIFIER_PYTHON} -m coworkenv.synth.packaging.verifier \\
   --spec /tests/task.json --token-file /tests/token \\
   --services "${{COWORKENV_SERVICES_URL:-{SERVICES_URL}}}" \\
