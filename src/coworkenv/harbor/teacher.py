@@ -85,11 +85,12 @@ def ensure_harness_image(name: str, docker: str = "docker") -> str:
         shutil.rmtree(ctx / "harness", ignore_errors=True)
         shutil.copytree(h.install_dir(), ctx / "harness", symlinks=True)
     shutil.copyfile(_node(), ctx / "node")
+    (ctx / "node").chmod(0o755)
     (ctx / "Dockerfile").write_text(
         "\n".join(
             [
                 f"FROM {runtime}",
-                "COPY --chmod=755 node /usr/local/bin/node",
+                "COPY node /usr/local/bin/node",
                 f"COPY harness {HARNESS_HOME}",
                 f"ENV PATH={HARNESS_HOME}/node_modules/.bin:$PATH",
                 f'LABEL org.coworkenv.hash="{digest}"',
