@@ -12,7 +12,7 @@ not on ``network_mode: host``, which would also open the host's loopback (the op
 any ``coworkenv serve`` there) to the agent; the agent's URL carries only its rollout's secret
 prefix. Harbor's verifier grades the episode from the services' audit (the same grader as every
 rollout) and the record (:class:`~coworkenv.rollout.record.RolloutRecord`, written to
-``<out>/records.jsonl``) carries those rewards, the grade, the audit events and the captured calls'
+``<out>/rollouts.jsonl``) carries those rewards, the grade, the audit events and the captured calls'
 count; the calls are in ``<out>/calls/<rollout>.calls.jsonl`` like any run's. A failed Harbor step
 or a harness that never reached the proxy is an ``infra_failure`` with the step or the CLI's
 output tail, never a score.
@@ -203,6 +203,7 @@ def _record(
     harness: str,
     rid: str,
     *,
+    trial: int = 0,
     outcome: Any,
     calls: Sequence[Any],
     wall: float,
@@ -225,7 +226,8 @@ def _record(
         "rollout_id": rid,
         "task_id": spec.id,
         "harness": harness,
-        "trial": 0,
+        "trial": trial,
+        "seed": trial,
         "category": spec.category,
         "difficulty": spec.difficulty,
         "backend": backend,
@@ -267,7 +269,13 @@ def _record(
 
 
 async def harbor_rollouts(
-    specs: Sequence[TaskSpec], harness: str, backend: str, out: Path, *, concurrency: int = 2
+    specs: Sequence[TaskSpec],
+    harness: str,
+    backend: str,
+    out: Path,
+    *,
+    trials: int = 1,
+    concurrency: int = 2,
 ) -> list[RolloutRecord]:
     """Run ``harness`` on each task inside Harbor through our proxy (see the module docstring)."""
     from coworkenv.harbor.agents import SHELL_AGENT
@@ -290,9 +298,9 @@ async def harbor_rollouts(
     try:
         async with serve_app(proxy.app, host=gateway) as proxy_base:
 
-            async def one(spec: TaskSpec) -> RolloutRecord:
+            async def one(spec: TaskSpec, trial: int) -> RolloutRecord:
                 async with sem:
-                    rid = f"{spec.id}__{harness}__harbor"
+                    rid = f"{spec.id}__{harness}__harbor{trial}"
                     prefix = proxy.open_rollout(
                         rid, task_id=spec.id, harness=harness, backend=per_task(spec) if per_task else None
                     )
@@ -318,6 +326,7 @@ async def harbor_rollouts(
                             spec,
                             harness,
                             rid,
+                            trial=trial,
                             outcome=outcome,
                             calls=calls,
                             wall=time.monotonic() - t0,
@@ -326,12 +335,12 @@ async def harbor_rollouts(
                     finally:
                         proxy.close_rollout(rid)
 
-            records = list(await asyncio.gather(*(one(s) for s in specs)))
+            records = list(await asyncio.gather(*(one(s, k) for s in specs for k in range(trials))))
     finally:
         shutdown = getattr(proxy, "shutdown", None)
         if callable(shutdown):
             await asyncio.to_thread(shutdown)
-    with (out / "records.jsonl").open("a", encoding="utf-8") as f:
+    with (out / "rollouts.jsonl").open("a", encoding="utf-8") as f:
         for rec in records:
             f.write(rec.model_dump_json() + "\n")
     return records
