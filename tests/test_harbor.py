@@ -86,7 +86,11 @@ def test_a_failed_build_names_the_task_and_the_step(tmp_path: Path) -> None:
             tmp_path,
             {
                 "exception_info": {"exception_type": "RuntimeError", "exception_message": "build failed"},
-                "environment_setup": {"started_at": "2026-12-01T00:00:00Z", "finished_at": None},
+                "environment_setup": {
+                    "started_at": "2026-12-01T00:00:00Z",
+                    "finished_at": "2026-12-01T00:00:05Z",
+                },
+                "agent_setup": None,
             },
         )
     )
@@ -172,3 +176,45 @@ def test_agent_cannot_forge_or_erase_the_evidence(
     assert "spawned" in log
     # what it earns is what doing nothing earns: the forged files and the forger are gone
     assert o.rewards == nop[TASKS[0]].rewards
+
+
+# ---------------------------------------------------------------- the teacher path
+
+TEACHER_TASK = "M1003_ticket_kb_resolution"
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_real_harness_in_the_task_image_through_our_proxy(
+    harness: str, packaged: Path, tmp_path: Path
+) -> None:
+    """``coworkenv rollout --sandbox harbor``: the CLI runs in ``main``, its calls are captured."""
+    import asyncio
+
+    from coworkenv.harbor.teacher import harbor_rollouts
+    from coworkenv.proxy.capture import read_calls
+    from coworkenv.rollout.harnesses import HarnessNotInstalled, get_harness
+
+    try:
+        get_harness(harness).check_installed()
+    except HarnessNotInstalled as exc:
+        pytest.skip(str(exc))
+    (rec,) = asyncio.run(harbor_rollouts([builtin_task(TEACHER_TASK)], harness, "reference", tmp_path))
+    assert rec.status == "ok", rec.failure
+    assert rec.rewards is not None
+    assert rec.rewards.reward == 1.0
+    assert rec.grade is not None
+    assert rec.grade["task_id"] == TEACHER_TASK
+    calls, problems = read_calls(tmp_path / "calls" / f"{rec.rollout_id}.calls.jsonl")
+    assert not problems
+    assert len(calls) == rec.n_calls >= 6  # 5 tool turns + the final answer, as outside Harbor
+    assert all(not c.error for c in calls)
+    assert all(c.prompt_ids and c.output_ids and len(c.logprobs) == len(c.output_ids) for c in calls)
+    assert all(c.harness == harness and c.task_id == TEACHER_TASK for c in calls)
+    spec = builtin_task(TEACHER_TASK)
+    # the services' events, as the verifier graded them: the reference's tool calls, all succeeded
+    assert [t.tool for t in rec.tool_calls] == [s.tool for s in spec.reference.steps if hasattr(s, "tool")]
+    assert all(t.ok for t in rec.tool_calls)
+    assert rec.final_answer
+    assert rec.meta["sandbox"] == "harbor"
+    lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["rollout_id"] for line in lines] == [rec.rollout_id]

@@ -96,10 +96,9 @@ def read_trial(result_json: Path) -> TrialOutcome:
     failed: str | None = None
     message = ""
     if exc:
-        failed = next(
-            (s for s in STEPS if not (d.get(s) or {}).get("finished_at")),
-            "verifier",
-        )
+        # the step that failed is the last one that started (Harbor stamps its end even on failure)
+        started = [s for s in STEPS if (d.get(s) or {}).get("started_at")]
+        failed = started[-1] if started else STEPS[0]
         message = f"{exc.get('exception_type', 'error')}: {tail(str(exc.get('exception_message', '')), 8)}"
         if failed == "verifier":
             out = result_json.parent / "verifier" / "test-stdout.txt"
