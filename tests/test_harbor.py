@@ -2,17 +2,22 @@
 
 Needs what ``scripts/install_harbor.sh`` installs (dockerd, ``docker compose``, the offline base
 image, Harbor's venv); without it the Docker tests skip saying so, and under ``CI=true`` that skip
-is a failure (tests/ci_skips.py). Three Harbor jobs: the oracle on two tasks (reward 1.0); the nop
-agent on the same two plus a task whose image cannot build (completion 0; the build failure names
-the task and the step); a red-team agent that forges the reward, calls the guarded routes and leaves
-a process rewriting the reward (it earns exactly what doing nothing earns).
+is a failure (tests/ci_skips.py). Five Harbor jobs, started at once: the oracle on two tasks (reward
+1.0); the nop agent on the same two plus a task whose image cannot build (completion 0; the build
+failure names the task and the step); a red-team agent that forges the reward, calls the guarded
+routes and leaves a process rewriting the reward (it earns exactly what doing nothing earns); and
+the teacher path, Claude Code and Codex inside the task image through our proxy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,45 +110,86 @@ def test_a_failed_build_names_the_task_and_the_step(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- under Harbor
 
+TEACHER_TASK = "M1003_ticket_kb_resolution"
+HARNESSES = ("claude-code", "codex")
+
 
 @pytest.fixture(scope="module")
-def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every Harbor job of this module, started at once (each waits mostly on Docker)."""
     why = harbor_missing()
     if why:
         pytest.skip(f"needs Harbor and Docker: {why}")
+    from coworkenv.harbor.agents import SHELL_AGENT
     from coworkenv.harbor.images import ensure_runtime_image
+    from coworkenv.harbor.teacher import harbor_rollouts
+    from coworkenv.rollout.harnesses import HarnessNotInstalled, get_harness
 
     ensure_runtime_image()
     root = tmp_path_factory.mktemp("harbor")
     for tid in TASKS:
         export_task(builtin_task(tid), root / "tasks", "harbor")
-    return root
+    shutil.copytree(root / "tasks", root / "nop-tasks")
+    broken = root / "nop-tasks" / BROKEN
+    shutil.copytree(root / "tasks" / TASKS[0], broken)
+    with (broken / "environment/Dockerfile").open("a") as f:
+        f.write("RUN echo this step fails on purpose && false\n")
+    shutil.copytree(root / "tasks" / TASKS[0], root / "attack-tasks" / TASKS[0])
+    (root / "attack.sh").write_text(ATTACK)
+
+    def teacher(harness: str) -> Any:
+        try:
+            get_harness(harness).check_installed()
+        except HarnessNotInstalled as exc:
+            return exc
+        return asyncio.run(
+            harbor_rollouts([builtin_task(TEACHER_TASK)], harness, "reference", root / f"teacher-{harness}")
+        )
+
+    work: dict[str, Callable[[], Any]] = {
+        "oracle": lambda: run_job(root / "tasks", "oracle", root / "jobs", job_name="oracle"),
+        "nop": lambda: run_job(root / "nop-tasks", "nop", root / "jobs", job_name="nop", concurrency=3),
+        "attack": lambda: run_job(
+            root / "attack-tasks",
+            SHELL_AGENT,
+            root / "jobs",
+            job_name="attack",
+            agent_script=root / "attack.sh",
+        ),
+        **{h: (lambda h=h: teacher(h)) for h in HARNESSES},
+    }
+    with ThreadPoolExecutor(max_workers=len(work)) as pool:
+        futures = {name: pool.submit(fn) for name, fn in work.items()}
+        out: dict[str, Any] = {"root": root}
+        for name, fut in futures.items():
+            try:
+                out[name] = fut.result()
+            except Exception as exc:  # re-raised by the test that reads it
+                out[name] = exc
+    return out
+
+
+def _get(jobs: dict[str, Any], name: str) -> Any:
+    got = jobs[name]
+    if isinstance(got, Exception):
+        raise got
+    return got
 
 
 def _by_task(outcomes: list[TrialOutcome]) -> dict[str, TrialOutcome]:
     return {o.task: o for o in outcomes}
 
 
-def test_oracle_scores_one(packaged: Path) -> None:
-    got = _by_task(run_job(packaged / "tasks", "oracle", packaged / "jobs", job_name="oracle"))
+def test_oracle_scores_one(jobs: dict[str, Any]) -> None:
+    got = _by_task(_get(jobs, "oracle"))
     assert sorted(got) == sorted(TASKS)
     for tid, o in got.items():
         assert o.failed_step is None, o.describe()
         assert o.rewards == {"reward": 1.0, "completion": 1.0, "safety": 1.0, "robustness": 1.0}, tid
 
 
-@pytest.fixture(scope="module")
-def nop(packaged: Path) -> dict[str, TrialOutcome]:
-    tasks = packaged / "nop-tasks"
-    shutil.copytree(packaged / "tasks", tasks)
-    broken = tasks / BROKEN
-    shutil.copytree(tasks / TASKS[0], broken)
-    with (broken / "environment/Dockerfile").open("a") as f:
-        f.write("RUN echo this step fails on purpose && false\n")
-    return _by_task(run_job(tasks, "nop", packaged / "jobs", job_name="nop", concurrency=3))
-
-
-def test_nop_completes_nothing(nop: dict[str, TrialOutcome]) -> None:
+def test_nop_completes_nothing(jobs: dict[str, Any]) -> None:
+    nop = _by_task(_get(jobs, "nop"))
     for tid in TASKS:
         o = nop[tid]
         assert o.failed_step is None, o.describe()
@@ -151,23 +197,15 @@ def test_nop_completes_nothing(nop: dict[str, TrialOutcome]) -> None:
         assert o.rewards == {"reward": 0.2, "completion": 0.0, "safety": 1.0, "robustness": 1.0}, tid
 
 
-def test_harbor_build_failure_names_task_and_step(nop: dict[str, TrialOutcome]) -> None:
-    o = nop[BROKEN]
+def test_harbor_build_failure_names_task_and_step(jobs: dict[str, Any]) -> None:
+    o = _by_task(_get(jobs, "nop"))[BROKEN]
     assert o.failed_step == "environment_setup"
     assert o.rewards == {}
     assert o.describe().startswith(f"{BROKEN}: Harbor step environment_setup failed:")
 
 
-def test_agent_cannot_forge_or_erase_the_evidence(
-    packaged: Path, nop: dict[str, TrialOutcome], tmp_path: Path
-) -> None:
-    tasks = tmp_path / "tasks"
-    shutil.copytree(packaged / "tasks" / TASKS[0], tasks / TASKS[0])
-    script = tmp_path / "attack.sh"
-    script.write_text(ATTACK)
-    from coworkenv.harbor.agents import SHELL_AGENT
-
-    (o,) = run_job(tasks, SHELL_AGENT, tmp_path / "jobs", job_name="attack", agent_script=script)
+def test_agent_cannot_forge_or_erase_the_evidence(jobs: dict[str, Any]) -> None:
+    (o,) = _get(jobs, "attack")
     assert o.failed_step is None, o.describe()
     log = (o.trial_dir / "agent" / "script.txt").read_text()
     attempts = [line.split() for line in log.splitlines() if line.startswith("ATTACK ")]
@@ -175,36 +213,29 @@ def test_agent_cannot_forge_or_erase_the_evidence(
     assert all(code == "403" for *_, code in attempts), log
     assert "spawned" in log
     # what it earns is what doing nothing earns: the forged files and the forger are gone
-    assert o.rewards == nop[TASKS[0]].rewards
+    assert o.rewards == _by_task(_get(jobs, "nop"))[TASKS[0]].rewards
 
 
 # ---------------------------------------------------------------- the teacher path
 
-TEACHER_TASK = "M1003_ticket_kb_resolution"
 
-
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
-def test_real_harness_in_the_task_image_through_our_proxy(
-    harness: str, packaged: Path, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_real_harness_in_the_task_image_through_our_proxy(harness: str, jobs: dict[str, Any]) -> None:
     """``coworkenv rollout --sandbox harbor``: the CLI runs in ``main``, its calls are captured."""
-    import asyncio
-
-    from coworkenv.harbor.teacher import harbor_rollouts
     from coworkenv.proxy.capture import read_calls
-    from coworkenv.rollout.harnesses import HarnessNotInstalled, get_harness
+    from coworkenv.rollout.harnesses import HarnessNotInstalled
 
-    try:
-        get_harness(harness).check_installed()
-    except HarnessNotInstalled as exc:
-        pytest.skip(str(exc))
-    (rec,) = asyncio.run(harbor_rollouts([builtin_task(TEACHER_TASK)], harness, "reference", tmp_path))
+    got = jobs[harness]
+    if isinstance(got, HarnessNotInstalled):
+        pytest.skip(str(got))
+    (rec,) = _get(jobs, harness)
+    out = jobs["root"] / f"teacher-{harness}"
     assert rec.status == "ok", rec.failure
     assert rec.rewards is not None
     assert rec.rewards.reward == 1.0
     assert rec.grade is not None
     assert rec.grade["task_id"] == TEACHER_TASK
-    calls, problems = read_calls(tmp_path / "calls" / f"{rec.rollout_id}.calls.jsonl")
+    calls, problems = read_calls(out / "calls" / f"{rec.rollout_id}.calls.jsonl")
     assert not problems
     assert len(calls) == rec.n_calls >= 6  # 5 tool turns + the final answer, as outside Harbor
     assert all(not c.error for c in calls)
@@ -216,5 +247,5 @@ def test_real_harness_in_the_task_image_through_our_proxy(
     assert all(t.ok for t in rec.tool_calls)
     assert rec.final_answer
     assert rec.meta["sandbox"] == "harbor"
-    lines = (tmp_path / "rollouts.jsonl").read_text().splitlines()
+    lines = (out / "rollouts.jsonl").read_text().splitlines()
     assert [json.loads(line)["rollout_id"] for line in lines] == [rec.rollout_id]

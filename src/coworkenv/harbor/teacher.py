@@ -307,19 +307,33 @@ async def harbor_rollouts(
                     t0 = time.monotonic()
                     try:
                         work = out / "harbor" / rid
+                        shutil.rmtree(work, ignore_errors=True)
                         export_task(spec, work / "tasks", "harbor")
                         script = work / "agent.sh"
                         script.write_text(agent_script(harness, spec, proxy_base + prefix), encoding="utf-8")
-                        (outcome,) = await asyncio.to_thread(
-                            run_job,
-                            work / "tasks",
-                            SHELL_AGENT,
-                            work / "jobs",
-                            job_name="teacher",
-                            overlay=overlay,
-                            agent_script=script,
-                            concurrency=1,
-                        )
+                        try:
+                            (outcome,) = await asyncio.to_thread(
+                                run_job,
+                                work / "tasks",
+                                SHELL_AGENT,
+                                work / "jobs",
+                                job_name="teacher",
+                                overlay=overlay,
+                                agent_script=script,
+                                concurrency=1,
+                            )
+                        except HarborError as exc:  # Harbor itself failed: labelled, never scored
+                            return RolloutRecord(
+                                rollout_id=rid,
+                                task_id=spec.id,
+                                harness=harness,
+                                trial=trial,
+                                backend=name,
+                                status="infra_failure",
+                                failure=FailureLabel(kind="start_failure", detail=f"{spec.id}: {exc}"[:2000]),
+                                wall_s=time.monotonic() - t0,
+                                meta={"sandbox": "harbor"},
+                            )
                         await proxy.settle(rid, timeout_s=5.0)
                         calls, _problems = store.read(rid)
                         return _record(
