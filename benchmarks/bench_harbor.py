@@ -42,6 +42,18 @@ def _row(o: TrialOutcome) -> dict[str, Any]:
     return row
 
 
+def _commit() -> str:
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return r.stdout.strip()
+
+    head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "src")
+    return head + (" (src modified)" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", default=None, help="task ids (default: the whole library)")
@@ -78,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     today = dt.date.today().isoformat()
     doc = {
         "date": today,
-        "command": "python benchmarks/bench_harbor.py "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": os.environ.get("COWORKENV_BENCH_COMMAND")
+        or "python benchmarks/bench_harbor.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(),
         "machine": {
             "nproc": os.cpu_count(),
             "cpu_model": cpu_model(),

@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CI=true bash scripts/install_harbor.sh >/dev/null
 PY="${PYTHON:-.venv/bin/python}"
-exec "$PY" benchmarks/bench_harbor.py "$@"
+COWORKENV_BENCH_COMMAND="bash scripts/harbor_library.sh $*" exec "$PY" benchmarks/bench_harbor.py "$@"
