@@ -7,10 +7,12 @@ Contract (who sees what):
 * ``task.toml`` — Harbor's config (agent/verifier timeouts, resources) and ``[metadata]`` with the
   spec's identity fields (id, name, category, difficulty, language, mock_today, tags, source, max_turns).
 * ``environment/`` — ``docker-compose.yaml`` with two containers: ``main`` (the agent's, built from
-  ``Dockerfile``: coworkenv + the initial ``workspace/`` in ``/app``) and ``coworkenv-services``
-  (``services.Dockerfile``: the locked server of :mod:`~coworkenv.synth.packaging.sandbox` on
-  ``services/task.json``, the spec without checks, reference or hidden answers). The agent's image
-  holds neither the spec nor the verifier token.
+  ``Dockerfile``: ``FROM ${COWORKENV_IMAGE}``, default ``local/coworkenv:runtime`` — see
+  :mod:`coworkenv.harbor.images`; nothing is pulled — plus the initial ``workspace/`` in ``/app``)
+  and ``coworkenv-services`` (``services.Dockerfile``: the locked server of
+  :mod:`~coworkenv.synth.packaging.sandbox` on ``services/task.json``, the spec without checks,
+  reference or hidden answers; ``main`` starts once it answers). The agent's image holds neither
+  the spec nor the verifier token.
 * ``solution/`` — ``solve.sh`` runs ``replay.py`` (standard library only) on ``reference.json``:
   each reference step POSTed to its route, workspace steps applied in ``/app``, the final message
   written to ``/app/answer.md``.
@@ -19,6 +21,9 @@ Contract (who sees what):
   writes ``/logs/verifier/reward.json`` = ``{reward, completion, safety, robustness}``. Harbor
   uploads ``tests/`` after the agent finished, so the agent can neither read the checks nor forge
   the evidence (the services refuse ``events``/``state``/``audit``/``reset`` without the token).
+  The verifier runs in the agent's container (``[verifier] environment_mode = "shared"``; Harbor's
+  separate mode would start fresh services without the episode's audit), so ``test.sh`` first
+  kills every process the agent left behind and removes any reward file it wrote.
 
 :func:`coworkenv.importers.harbor.import_task` reassembles the spec from these files.
 """
