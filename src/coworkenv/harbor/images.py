@@ -175,7 +175,18 @@ def ensure_runtime_image(
             ) from None
         if r.returncode != 0:
             raise HarborError(f"building the runtime image {tag} failed:\n{tail(r.stderr or r.stdout)}")
+    prune_replaced(docker)
     return tag
+
+
+def prune_replaced(docker: str = "docker") -> None:
+    """Remove our images that a rebuild left untagged (each harness image is ~0.5 GB of layers)."""
+    subprocess.run(
+        [docker, "image", "prune", "-f", "--filter", f"label={HASH_LABEL}"],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
 
 
 __all__ = [

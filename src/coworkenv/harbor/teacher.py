@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from coworkenv.harbor import HarborError
-from coworkenv.harbor.images import ensure_runtime_image, image_label, tail
+from coworkenv.harbor.images import HASH_LABEL, ensure_runtime_image, image_label, prune_replaced, tail
 from coworkenv.rollout.record import FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
 from coworkenv.spec import TaskSpec
 
@@ -93,7 +93,7 @@ def ensure_harness_image(name: str, docker: str = "docker") -> str:
                 "COPY node /usr/local/bin/node",
                 f"COPY harness {HARNESS_HOME}",
                 f"ENV PATH={HARNESS_HOME}/node_modules/.bin:$PATH",
-                f'LABEL org.coworkenv.hash="{digest}"',
+                f'LABEL {HASH_LABEL}="{digest}"',
                 "",
             ]
         ),
@@ -111,6 +111,7 @@ def ensure_harness_image(name: str, docker: str = "docker") -> str:
         shutil.rmtree(ctx, ignore_errors=True)
     if r.returncode != 0:
         raise HarborError(f"building the harness image {tag} failed:\n{tail(r.stderr or r.stdout)}")
+    prune_replaced(docker)
     return tag
 
 
