@@ -108,4 +108,6 @@ if ! { [ -x "$VENV/bin/harbor" ] && "$VENV/bin/python" -c "from importlib.metada
     || fail "pip install harbor==$HARBOR_VERSION failed (see $LOG_DIR/coworkenv-harbor-pip.log)"
   echo "install_harbor: harbor $HARBOR_VERSION installed in $VENV" >&2
 fi
+# untagged images of ours that a rebuild replaced (each harness image is ~0.5 GB); nothing builds now
+docker image prune -f --filter label=org.coworkenv.hash >/dev/null 2>&1 || true
 echo "$VENV"

@@ -8,7 +8,8 @@ Contract:
   ``/opt/coworkenv/venv`` with coworkenv's runtime dependencies (from PyPI, which containers reach)
   and the ``coworkenv`` package of *this* process at ``/opt/coworkenv/lib`` — without the built-in
   task library (``tasks/library``: specs, references, checks), since the agent's container is built
-  from the same image. Idempotent: the image carries a label with the hash of what went in, and a
+  from the same image — and the unprivileged user :data:`AGENT_USER` the agent runs as.
+  Idempotent: the image carries a label with the hash of what went in, and a
   matching image is reused. Task Dockerfiles say ``FROM ${COWORKENV_IMAGE}`` (default
   :data:`RUNTIME_IMAGE`, see :mod:`coworkenv.synth.packaging.harbor`).
 * :func:`docker_ready` says why Docker cannot be used, or ``None`` when it can.
@@ -32,6 +33,8 @@ from coworkenv.harbor import HarborError
 BASE_IMAGE = "local/debian:bookworm"
 RUNTIME_IMAGE = "local/coworkenv:runtime"
 HASH_LABEL = "org.coworkenv.hash"
+AGENT_USER = "agent"
+"""The unprivileged user the agent runs as (``[agent] user`` in the exported task.toml)."""
 EXCLUDED = ("tasks/library",)
 """Package subpaths left out of the image: what an agent in the container must not read."""
 
@@ -123,6 +126,9 @@ def runtime_dockerfile(base: str, digest: str) -> str:
             "RUN python3 -m venv /opt/coworkenv/venv && /opt/coworkenv/venv/bin/pip install -q"
             " --no-cache-dir --disable-pip-version-check -r /opt/coworkenv/requirements.txt",
             "COPY coworkenv /opt/coworkenv/lib/coworkenv",
+            # the agent's user: it cannot rewrite the verifier's interpreter, its package or its
+            # processes (the verifier runs as root in the same container)
+            f"RUN useradd -m -u 1000 -s /bin/bash {AGENT_USER}",
             "ENV PATH=/opt/coworkenv/venv/bin:$PATH PYTHONPATH=/opt/coworkenv/lib PYTHONDONTWRITEBYTECODE=1",
             f'LABEL {HASH_LABEL}="{digest}"',
             "",
@@ -175,12 +181,15 @@ def ensure_runtime_image(
             ) from None
         if r.returncode != 0:
             raise HarborError(f"building the runtime image {tag} failed:\n{tail(r.stderr or r.stdout)}")
-    prune_replaced(docker)
     return tag
 
 
 def prune_replaced(docker: str = "docker") -> None:
-    """Remove our images that a rebuild left untagged (each harness image is ~0.5 GB of layers)."""
+    """Remove our images that a rebuild left untagged (each harness image is ~0.5 GB of layers).
+
+    Never while a build runs: the legacy builder's intermediate images are untagged and carry the
+    label too. ``scripts/install_harbor.sh`` prunes the same way before any test builds.
+    """
     subprocess.run(
         [docker, "image", "prune", "-f", "--filter", f"label={HASH_LABEL}"],
         capture_output=True,

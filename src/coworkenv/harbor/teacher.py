@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from coworkenv.harbor import HarborError
-from coworkenv.harbor.images import HASH_LABEL, ensure_runtime_image, image_label, prune_replaced, tail
+from coworkenv.harbor.images import HASH_LABEL, ensure_runtime_image, image_label, tail
 from coworkenv.rollout.record import FailureLabel, RewardParts, RolloutRecord, ToolCallRecord
 from coworkenv.spec import TaskSpec
 
@@ -111,7 +111,6 @@ def ensure_harness_image(name: str, docker: str = "docker") -> str:
         shutil.rmtree(ctx, ignore_errors=True)
     if r.returncode != 0:
         raise HarborError(f"building the harness image {tag} failed:\n{tail(r.stderr or r.stdout)}")
-    prune_replaced(docker)
     return tag
 
 
@@ -159,7 +158,8 @@ def agent_script(harness: str, spec: TaskSpec, proxy_url: str) -> str:
         from coworkenv.rollout.harnesses.codex import DISABLED_FEATURES
 
         setup = (
-            "mkdir -p /root/.codex\ncat > /root/.codex/config.toml <<EOF\n"
+            'export CODEX_HOME="$HOME/.codex"\nmkdir -p "$CODEX_HOME"\n'
+            'cat > "$CODEX_HOME/config.toml" <<EOF\n'
             'model = "policy"\nmodel_provider = "coworkenv"\napproval_policy = "never"\n'
             'sandbox_mode = "danger-full-access"\ncheck_for_update_on_startup = false\n\n'
             "[model_providers.coworkenv]\n"
@@ -170,7 +170,7 @@ def agent_script(harness: str, spec: TaskSpec, proxy_url: str) -> str:
             'url = "$COWORKENV_SERVICES_URL/mcp"\n'
             "EOF\n"
         )
-        env = {"COWORKENV_API_KEY": "coworkenv", "CODEX_HOME": "/root/.codex"}
+        env = {"COWORKENV_API_KEY": "coworkenv"}
         disable = "".join(f" --disable {f}" for f in DISABLED_FEATURES)
         cmd = (
             "codex exec --skip-git-repo-check --json --output-last-message /tmp/last.txt"

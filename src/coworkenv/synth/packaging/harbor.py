@@ -23,7 +23,9 @@ Contract (who sees what):
   the evidence (the services refuse ``events``/``state``/``audit``/``reset`` without the token).
   The verifier runs in the agent's container (``[verifier] environment_mode = "shared"``; Harbor's
   separate mode would start fresh services without the episode's audit), so ``test.sh`` first
-  kills every process the agent left behind and removes any reward file it wrote.
+  kills every process the agent left behind and removes any reward file it wrote; the agent runs
+  as the unprivileged user ``agent`` (``[agent] user``), so it cannot rewrite the verifier's
+  interpreter or package, nor outlive the sweep.
 
 :func:`coworkenv.importers.harbor.import_task` reassembles the spec from these files.
 """
@@ -205,7 +207,8 @@ def task_toml(spec: TaskSpec) -> str:
             # shared: the verifier runs in the agent's container after it (test.sh ends the agent's
             # leftovers first); Harbor's separate mode would start a fresh copy without the services
             "verifier": {"timeout_sec": 120.0, "environment_mode": "shared"},
-            "agent": {"timeout_sec": float(spec.limits.timeout_s)},
+            # the agent runs unprivileged: it cannot touch the verifier's files or processes
+            "agent": {"timeout_sec": float(spec.limits.timeout_s), "user": "agent"},
             "environment": {"build_timeout_sec": 600.0, "cpus": 1, "memory_mb": 2048, "storage_mb": 4096},
         },
         {"version": "1.0"},
@@ -318,7 +321,10 @@ def export_task(spec: TaskSpec, out: Path) -> Path:
     _write(d / "instruction.md", instruction_md(spec))
     _write(d / "task.toml", task_toml(spec))
     env = d / "environment"
-    _write(env / "Dockerfile", _dockerfile(["WORKDIR /app", "COPY workspace/ /app/"]))
+    _write(
+        env / "Dockerfile",
+        _dockerfile(["WORKDIR /app", "COPY workspace/ /app/", "RUN chown -R agent:agent /app"]),
+    )
     _write(env / "services.Dockerfile", _dockerfile(["COPY services/task.json /srv/task.json"]))
     _write(env / "docker-compose.yaml", compose_yaml(token))
     _write(env / "services" / "task.json", serving_spec(spec).model_dump_json(indent=2) + "\n")
