@@ -71,6 +71,14 @@ def rollout(  # noqa: PLR0917
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Ray workers (with --ray).")] = 2,
     keep: Annotated[bool, typer.Option("--keep-sandboxes", help="Keep sandboxes for debugging.")] = False,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            "--sandbox",
+            help="process (a jailed process per rollout) | harbor (the harness CLI inside the task's "
+            "Harbor image; claude-code and codex; see coworkenv.harbor.teacher)",
+        ),
+    ] = "process",
 ) -> None:
     """Run rollouts: every task × harness × trial in its own sandbox, through the capturing proxy."""
     from rich.console import Console
@@ -80,6 +88,28 @@ def rollout(  # noqa: PLR0917
     specs = resolve_specs(tasks)
     names = [h.strip() for h in harness.split(",") if h.strip()]
     console = Console(stderr=True)
+    if sandbox == "harbor":
+        import asyncio
+
+        from coworkenv.harbor.teacher import harbor_rollouts
+
+        records: list[RolloutRecord] = []
+        for name in names:
+            records += asyncio.run(
+                harbor_rollouts(specs, name, backend, out, trials=trials, concurrency=concurrency)
+            )
+        ok = [r for r in records if r.rewards is not None]
+        mean = sum(r.rewards.reward for r in ok if r.rewards) / len(ok) if ok else 0.0
+        console.print(
+            f"{len(records)} rollout(s) under Harbor: {len(ok)} graded (mean reward {mean:.3f}), "
+            f"{len(records) - len(ok)} infra failure(s); records in {out / 'rollouts.jsonl'}"
+        )
+        fail_if_all_infra(records)
+        return
+    if sandbox != "process":
+        from coworkenv.errors import CoworkError
+
+        raise CoworkError(f"--sandbox {sandbox!r}: choose process or harbor")
     if ray is not None:
         from coworkenv.rollout.ray import run_rollouts_ray
 

@@ -7,10 +7,12 @@ Contract (who sees what):
 * ``task.toml`` — Harbor's config (agent/verifier timeouts, resources) and ``[metadata]`` with the
   spec's identity fields (id, name, category, difficulty, language, mock_today, tags, source, max_turns).
 * ``environment/`` — ``docker-compose.yaml`` with two containers: ``main`` (the agent's, built from
-  ``Dockerfile``: coworkenv + the initial ``workspace/`` in ``/app``) and ``coworkenv-services``
-  (``services.Dockerfile``: the locked server of :mod:`~coworkenv.synth.packaging.sandbox` on
-  ``services/task.json``, the spec without checks, reference or hidden answers). The agent's image
-  holds neither the spec nor the verifier token.
+  ``Dockerfile``: ``FROM ${COWORKENV_IMAGE}``, default ``local/coworkenv:runtime`` — see
+  :mod:`coworkenv.harbor.images`; nothing is pulled — plus the initial ``workspace/`` in ``/app``)
+  and ``coworkenv-services`` (``services.Dockerfile``: the locked server of
+  :mod:`~coworkenv.synth.packaging.sandbox` on ``services/task.json``, the spec without checks,
+  reference or hidden answers; ``main`` starts once it answers). The agent's image holds neither
+  the spec nor the verifier token.
 * ``solution/`` — ``solve.sh`` runs ``replay.py`` (standard library only) on ``reference.json``:
   each reference step POSTed to its route, workspace steps applied in ``/app``, the final message
   written to ``/app/answer.md``.
@@ -19,6 +21,11 @@ Contract (who sees what):
   writes ``/logs/verifier/reward.json`` = ``{reward, completion, safety, robustness}``. Harbor
   uploads ``tests/`` after the agent finished, so the agent can neither read the checks nor forge
   the evidence (the services refuse ``events``/``state``/``audit``/``reset`` without the token).
+  The verifier runs in the agent's container (``[verifier] environment_mode = "shared"``; Harbor's
+  separate mode would start fresh services without the episode's audit), so ``test.sh`` first
+  kills every process the agent left behind and removes any reward file it wrote; the agent runs
+  as the unprivileged user ``agent`` (``[agent] user``), so it cannot rewrite the verifier's
+  interpreter or package, nor outlive the sweep.
 
 :func:`coworkenv.importers.harbor.import_task` reassembles the spec from these files.
 """
@@ -38,7 +45,8 @@ ANSWER_PATH = "/app/answer.md"
 SERVICES_HOST = "coworkenv-services"
 SERVICES_PORT = 8765
 SERVICES_URL = f"http://{SERVICES_HOST}:{SERVICES_PORT}/t/default"
-INSTALL_ARG = "COWORKENV_PIP_SPEC"
+IMAGE_ARG = "COWORKENV_IMAGE"
+VERIFIER_PYTHON = "/opt/coworkenv/venv/bin/python"
 
 SOLVE_SH = """#!/usr/bin/env bash
 # Oracle: replay coworkenv's reference solution against the task's services.
@@ -50,8 +58,32 @@ python3 "$here/replay.py" "$here/reference.json"
 TEST_SH = f"""#!/usr/bin/env bash
 # Verifier: grade the episode from the services' audit endpoints and write the reward JSON.
 set -euo pipefail
+# The verifier shares the agent's container: first end whatever the agent left running — every
+# process but PID 1, its oldest child (the container's keep-alive) with that child's descendants,
+# and this script's ancestry; an agent's process is started by `exec` (parent 0) or orphaned onto
+# PID 1 later — then drop any reward the agent wrote (Harbor reads reward.json, else reward.txt).
+ppid() {{ sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2 || true; }}  # "" once gone
+pids() {{ ls /proc | grep -E '^[0-9]+$' | sort -n || true; }}
+first=""
+for pid in $(pids); do
+  if [ "$(ppid "$pid")" = 1 ]; then first="$pid"; break; fi
+done
+for pid in $(pids); do
+  p="$pid"
+  while [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != 1 ] && [ "$p" != "$first" ] && [ "$p" != $$ ]; do
+    p="$(ppid "$p")"
+  done
+  if [ "$pid" = 1 ] || [ -z "$p" ]; then continue; fi  # PID 1, or gone meanwhile
+  if [ "$p" = 0 ] || [ "$p" = 1 ]; then
+    # not under the keep-alive or this script: the agent's, unless it is this script's ancestor
+    a=$$
+    while [ -n "$a" ] && [ "$a" != 0 ] && [ "$a" != "$pid" ]; do a="$(ppid "$a")"; done
+    if [ "$a" != "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; fi
+  fi
+done
 mkdir -p /logs/verifier
-python3 -m coworkenv.synth.packaging.verifier \\
+cd /logs/verifier && rm -f reward.txt reward.json grade.json events.json && cd /
+{VERIFIER_PYTHON} -m coworkenv.synth.packaging.verifier \\
   --spec /tests/task.json --token-file /tests/token \\
   --services "${{COWORKENV_SERVICES_URL:-{SERVICES_URL}}}" \\
   --answer {ANSWER_PATH} --workspace /app --out /logs/verifier/reward.json
@@ -74,16 +106,19 @@ from pathlib import Path
 
 def call(base, route, args):
     data = json.dumps(args).encode()
-    for attempt in range(6):
+    for attempt in range(60):  # the services may still be starting: retry for about 30 s
         req = urllib.request.Request(base + route, data=data, method="POST",
                                      headers={{"content-type": "application/json"}})
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 return resp.status
         except urllib.error.HTTPError as e:
-            if e.code not in (429, 500, 502, 503) or attempt == 5:
+            if e.code not in (429, 500, 502, 503) or attempt == 59:
                 return e.code
-            time.sleep(0.2)
+        except urllib.error.URLError:
+            if attempt == 59:
+                raise
+        time.sleep(0.5)
     return 0
 
 
@@ -169,8 +204,11 @@ def task_toml(spec: TaskSpec) -> str:
     return _toml(
         {
             "metadata": meta,
-            "verifier": {"timeout_sec": 120.0},
-            "agent": {"timeout_sec": float(spec.limits.timeout_s)},
+            # shared: the verifier runs in the agent's container after it (test.sh ends the agent's
+            # leftovers first); Harbor's separate mode would start a fresh copy without the services
+            "verifier": {"timeout_sec": 120.0, "environment_mode": "shared"},
+            # the agent runs unprivileged: it cannot touch the verifier's files or processes
+            "agent": {"timeout_sec": float(spec.limits.timeout_s), "user": "agent"},
             "environment": {"build_timeout_sec": 600.0, "cpus": 1, "memory_mb": 2048, "storage_mb": 4096},
         },
         {"version": "1.0"},
@@ -225,11 +263,24 @@ def compose_yaml(token: str) -> str:
             "main": {
                 "build": {"context": ".", "dockerfile": "Dockerfile"},
                 "environment": {"COWORKENV_SERVICES_URL": SERVICES_URL},
-                "depends_on": [SERVICES_HOST],
+                "depends_on": {SERVICES_HOST: {"condition": "service_healthy"}},
             },
             SERVICES_HOST: {
                 "build": {"context": ".", "dockerfile": "services.Dockerfile"},
                 "environment": {"COWORKENV_VERIFIER_TOKEN": token},
+                "healthcheck": {
+                    "test": [
+                        "CMD",
+                        "python",
+                        "-c",
+                        f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{SERVICES_PORT}"
+                        "/t/default/tools', timeout=2)",
+                    ],
+                    "interval": "1s",
+                    "timeout": "3s",
+                    "retries": 60,
+                    "start_period": "1s",
+                },
                 "command": [
                     "python",
                     "-m",
@@ -247,17 +298,9 @@ def compose_yaml(token: str) -> str:
 
 
 def _dockerfile(extra: list[str]) -> str:
-    return (
-        "\n".join(
-            [
-                "FROM python:3.11-slim",
-                f"ARG {INSTALL_ARG}=coworkenv",
-                f'RUN pip install --no-cache-dir "${INSTALL_ARG}"',
-                *extra,
-            ]
-        )
-        + "\n"
-    )
+    from coworkenv.harbor.images import RUNTIME_IMAGE
+
+    return "\n".join([f"ARG {IMAGE_ARG}={RUNTIME_IMAGE}", f"FROM ${{{IMAGE_ARG}}}", *extra]) + "\n"
 
 
 def _write(path: Path, text: str, *, executable: bool = False) -> None:
@@ -278,7 +321,10 @@ def export_task(spec: TaskSpec, out: Path) -> Path:
     _write(d / "instruction.md", instruction_md(spec))
     _write(d / "task.toml", task_toml(spec))
     env = d / "environment"
-    _write(env / "Dockerfile", _dockerfile(["WORKDIR /app", "COPY workspace/ /app/"]))
+    _write(
+        env / "Dockerfile",
+        _dockerfile(["WORKDIR /app", "COPY workspace/ /app/", "RUN chown -R agent:agent /app"]),
+    )
     _write(env / "services.Dockerfile", _dockerfile(["COPY services/task.json /srv/task.json"]))
     _write(env / "docker-compose.yaml", compose_yaml(token))
     _write(env / "services" / "task.json", serving_spec(spec).model_dump_json(indent=2) + "\n")

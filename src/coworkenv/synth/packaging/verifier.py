@@ -5,8 +5,9 @@ Contract: :func:`verify` reads the evidence only from the services container (``
 and workspace checks from the workspace, grades against the spec shipped in ``tests/`` (uploaded
 after the agent finished), and writes ``{reward, completion, safety, robustness}`` (numbers; a
 component that could not run counts 0 in ``reward`` only when nothing ran) to ``out`` plus the
-full grade beside it (``grade.json``). Unreachable services raise :class:`VerifierError` and no
-reward is written (an infrastructure failure, not a score of 0).
+full grade beside it (``grade.json``) and the audit events it graded (``events.json``).
+Unreachable services raise :class:`VerifierError` and no reward is written (an infrastructure
+failure, not a score of 0).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def verify(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(reward) + "\n", encoding="utf-8")
     (out.parent / "grade.json").write_text(g.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    events_json = json.dumps([e.to_dict() for e in events], ensure_ascii=False)
+    (out.parent / "events.json").write_text(events_json + "\n", encoding="utf-8")
     return reward
 
 
