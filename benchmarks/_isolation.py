@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -139,22 +140,42 @@ def run(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-iso-"))
     result: dict[str, Any] = {
         "benchmark": "rollout isolation overhead (bwrap jail vs unisolated)",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "benchmarks/bench_rollouts.py --isolation " + " ".join(sys.argv[2:]),
         "task": TASK,
+        "load_before": list(os.getloadavg()),
+        "rounds": [],
     }
-    for label, jailed in (("unisolated", False), ("jailed", True)):
-        starts = asyncio.run(_starts(spec, root, args.repeats, jailed))
-        cps = asyncio.run(_calls(spec, root, args.calls, jailed))
-        mode = "bwrap" if jailed else "none"
-        roll = _rollouts(spec, max(1, args.rollouts), args.concurrency, args.bash_steps, mode)
-        result[label] = {"start_ms": _stats(starts), "calls_per_s": round(cps, 1), "rollouts": roll}
-    u, j = result["unisolated"], result["jailed"]
+    # interleaved rounds (the order alternates), so a drift in the machine's load hits both arms
+    for r in range(max(1, args.rounds)):
+        arms = (("unisolated", False), ("jailed", True))
+        row: dict[str, Any] = {}
+        for label, jailed in arms if r % 2 == 0 else arms[::-1]:
+            starts = asyncio.run(_starts(spec, root, args.repeats, jailed))
+            cps = asyncio.run(_calls(spec, root, args.calls, jailed))
+            mode = "bwrap" if jailed else "none"
+            roll = _rollouts(spec, max(1, args.rollouts), args.concurrency, args.bash_steps, mode)
+            row[label] = {"start_ms": _stats(starts), "calls_per_s": round(cps, 1), "rollouts": roll}
+        u, j = row["unisolated"], row["jailed"]
+        row["overhead"] = {
+            "start_ms": round(j["start_ms"]["median"] - u["start_ms"]["median"], 2),
+            "calls_per_s_ratio": round(j["calls_per_s"] / u["calls_per_s"], 3),
+            "rollout_s": round(
+                j["rollouts"]["rollout_s"]["median"] - u["rollouts"]["rollout_s"]["median"], 3
+            ),
+        }
+        result["rounds"].append(row)
+    result["load_after"] = list(os.getloadavg())
     result["overhead"] = {
-        "start_ms": round(j["start_ms"]["median"] - u["start_ms"]["median"], 2),
-        "calls_per_s_ratio": round(j["calls_per_s"] / u["calls_per_s"], 3),
-        "rollout_s": round(j["rollouts"]["rollout_s"]["median"] - u["rollouts"]["rollout_s"]["median"], 3),
+        key: {
+            "median": statistics.median(x["overhead"][key] for x in result["rounds"]),
+            "min": min(x["overhead"][key] for x in result["rounds"]),
+            "max": max(x["overhead"][key] for x in result["rounds"]),
+        }
+        for key in ("start_ms", "calls_per_s_ratio", "rollout_s")
     }
     result["settings"] = {
-        k: getattr(args, k) for k in ("repeats", "calls", "rollouts", "concurrency", "bash_steps")
+        k: getattr(args, k) for k in ("repeats", "calls", "rollouts", "concurrency", "bash_steps", "rounds")
     }
     result["machine"] = {"cpu": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version()}
     out = args.out or Path(__file__).parent / "results" / f"isolation-{datetime.now(UTC).date()}.json"

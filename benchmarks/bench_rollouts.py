@@ -56,6 +56,7 @@ def main() -> None:  # noqa: PLR0915 (argument parsing and one results document)
     ap.add_argument("--repeats", type=int, default=40, help="--isolation: process starts per mode")
     ap.add_argument("--calls", type=int, default=2000, help="--isolation: tool calls per mode")
     ap.add_argument("--bash-steps", type=int, default=3, help="--isolation: shell steps per rollout")
+    ap.add_argument("--rounds", type=int, default=3, help="--isolation: interleaved rounds of both arms")
     args = ap.parse_args()
     if args.isolation:
         from _isolation import run as run_isolation  # benchmarks/_isolation.py

@@ -53,6 +53,7 @@ def test_ray_workers_jail_every_harness_process(tmp_path: Path) -> None:
             fork_max=5000,  # above the default per-rollout process limit
             big_mib=2048,  # above the default file-size limit
             shm_mib=300,  # above the default /dev/shm size
+            hog_mib=20 << 10,  # above the default per-process memory limit (16 GiB)
             fill_mib=4,
         )
     )
@@ -63,7 +64,8 @@ def test_ray_workers_jail_every_harness_process(tmp_path: Path) -> None:
     assert record.status == "ok", record.failure
     assert record.meta["isolation"]["mode"] == "bwrap"
     report = attack_report(record.messages)
-    assert len(report) == 8, report  # 2 reads, 2 listings, 1 write, fork bomb, huge file, /dev/shm
+    # 2 reads, 2 listings, 1 write, fork bomb, huge file, /dev/shm, memory past the limit
+    assert len(report) == 9, report
     assert all(v.startswith("blocked") for v in report.values()), report
     assert record.rewards is not None
     assert record.rewards.reward == pytest.approx(1.0)
