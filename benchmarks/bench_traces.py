@@ -69,6 +69,7 @@ from coworkenv.proxy.backends.scripted import EOS_ID
 from coworkenv.proxy.capture import CapturedCall, read_calls
 from coworkenv.proxy.codecs.chatml import END
 from coworkenv.proxy.messages import Message
+from coworkenv.rollout.harnesses import HARNESS_NAMES
 from coworkenv.rollout.record import RolloutRecord, calls_path, read_records
 from coworkenv.trajectories.filters import FilterConfig, filter_tree
 from coworkenv.trajectories.report import token_counts
@@ -78,17 +79,8 @@ from coworkenv.trajectories.tree import PrefixTree, build_tree
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-CLI_HARNESSES = (
-    "claude-code",
-    "codex",
-    "qwen",
-    "opencode",
-    "gemini",
-    "openclaw",
-    "mini-swe-agent",
-    "openhands",
-)
-HARNESSES = ("loop", *CLI_HARNESSES)
+HARNESSES = HARNESS_NAMES
+CLI_HARNESSES = tuple(h for h in HARNESS_NAMES if h != "loop")
 DEFAULT_TASKS = (
     "M1115_enterprise_sla_escalation",
     "M1124_churn_risk_outreach",

@@ -125,6 +125,7 @@ def _prompt(spec: TaskSpec) -> str:
 
 def agent_script(harness: str, spec: TaskSpec, proxy_url: str) -> str:
     """The bash script the shell agent runs in ``main``: the harness CLI, headless, answer to /app."""
+    from coworkenv.rollout.harnesses.claude_code import claude_env
     from coworkenv.rollout.harnesses.npm import MCP_SERVER_NAME
 
     prompt = shlex.quote(_prompt(spec))
@@ -138,17 +139,7 @@ def agent_script(harness: str, spec: TaskSpec, proxy_url: str) -> str:
             + "\n"
             "EOF\n"
         )
-        env = {
-            "ANTHROPIC_BASE_URL": proxy_url,
-            "ANTHROPIC_API_KEY": "sk-ant-coworkenv",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "ENABLE_TOOL_SEARCH": "false",
-            "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
-            "IS_SANDBOX": "1",
-        }
+        env = claude_env(proxy_url)
         cmd = (
             f"claude -p {prompt} --output-format json --dangerously-skip-permissions --model policy "
             f"--max-turns {turns} --mcp-config /tmp/mcp.json --strict-mcp-config"

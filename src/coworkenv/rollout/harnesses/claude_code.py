@@ -20,6 +20,22 @@ from coworkenv.rollout.harnesses.npm import (
 )
 
 
+def claude_env(proxy_url: str) -> dict[str, str]:
+    """Claude Code's environment against our proxy: no side traffic, telemetry or auto-update, the
+    MCP tools declared directly (no tool search), no experimental betas."""
+    return {
+        "ANTHROPIC_BASE_URL": proxy_url,
+        "ANTHROPIC_API_KEY": "sk-ant-coworkenv",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "ENABLE_TOOL_SEARCH": "false",
+        "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
+        "IS_SANDBOX": "1",
+    }
+
+
 class ClaudeCode(ResultEventHarness):
     name = "claude-code"
     package = "@anthropic-ai/claude-code"
@@ -31,18 +47,7 @@ class ClaudeCode(ResultEventHarness):
         mcp = write_json(
             ctx.home / "mcp.json", {"mcpServers": {MCP_SERVER_NAME: {"type": "http", "url": ctx.mcp_url}}}
         )
-        env = {
-            "ANTHROPIC_BASE_URL": ctx.proxy_url,
-            "ANTHROPIC_API_KEY": "sk-ant-coworkenv",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "ENABLE_TOOL_SEARCH": "false",
-            "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1",
-            "IS_SANDBOX": "1",
-        }
-        return self._args(ctx, task_prompt(ctx), mcp), env
+        return self._args(ctx, task_prompt(ctx), mcp), claude_env(ctx.proxy_url)
 
     def resume_args(self, ctx: HarnessContext, session: str, reply: str) -> list[str] | None:
         return [*self._args(ctx, reply, ctx.home / "mcp.json"), "--resume", session]
