@@ -664,6 +664,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {
         "date": date.today().isoformat(),
+        "command": "benchmarks/bench_proxy.py " + " ".join(sys.argv[1:]),
         "machine": machine(load_at_start),
         "litellm_version": litellm_version(o.litellm)
         if o.litellm is not None and any(x.startswith("litellm") for x in sides)

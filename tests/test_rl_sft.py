@@ -267,3 +267,22 @@ def test_bf16_autocast_loss_matches_fp32_within_two_percent(tmp_path: Path, pack
     assert use_bf16("off") is False
     assert use_bf16("bf16") is True
     assert use_bf16("auto") is native_bf16()
+
+
+def test_packing_keeps_unrelated_conversations_apart(tmp_path: Path) -> None:
+    """A conversation joins a trie only when it shares a real prefix with it; the others are
+    forwarded alone (a plain causal forward, no tree attention over unrelated rows)."""
+    from coworkenv.rl.sft import MIN_PACK_SHARED, pack_examples
+
+    p = tmp_path / "sft.jsonl"
+    rows = [_conversation("ops", 0), _conversation("ops", 1), _conversation("billing", 0)]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    examples = build_examples(read_sft_jsonl(p), ByteTok(), max_len=4096)
+    # unrelated: a conversation whose very first token differs shares nothing with the others
+    stranger = type(examples[0])(ids=(7, *examples[0].ids[1:]), mask=examples[0].mask)
+    units = pack_examples([*examples[:2], stranger], max_nodes=100_000)
+    assert [u.tree for u in units] == [True, False]
+    assert len(units[0]) < len(examples[0].ids) + len(examples[1].ids) - MIN_PACK_SHARED
+    assert len(units[1]) == len(stranger.ids)
+    supervised = sum(sum(e.mask[1:]) for e in (*examples[:2], stranger))
+    assert sum(sum(u.weight[i] for i in u.train_idx) for u in units) == supervised

@@ -194,10 +194,15 @@ def _batches(
 
 
 PREFIX_KEY = 512  # tokens compared when bucketing conversations by their shared prefix
+MIN_PACK_SHARED = 64  # a conversation joins a trie only when it shares at least this many tokens
 
 
 def pack_examples(examples: Sequence[SFTExample], max_nodes: int) -> list[Unit]:
     """Prefix tries over ``examples`` (each at most ``max_nodes`` nodes, one example at least).
+
+    An example joins the current trie only when it shares at least ``MIN_PACK_SHARED`` opening
+    tokens with it; otherwise it starts a new unit, so unrelated conversations are forwarded as
+    plain causal sequences (tree attention over a unit costs memory and time quadratic in its size).
 
     Nodes merge when parent, token and loss mask agree; a trained node's weight counts the examples
     through it, so the weighted loss over the tries equals the sum over the examples."""
@@ -206,16 +211,16 @@ def pack_examples(examples: Sequence[SFTExample], max_nodes: int) -> list[Unit]:
     index: dict[tuple[int, int, int], int] = {}
     count = 0
     for e in examples:
-        if cur is not None and len(cur) + len(e.ids) > max_nodes:
-            # would it fit once shared nodes merge? measure the new nodes it needs
-            fresh, parent = 0, -1
+        if cur is not None:
+            shared, parent = 0, -1  # how many of its opening tokens the current trie already holds
             for tok, m in zip(e.ids, e.mask, strict=True):
                 node = index.get((parent, tok, m))
                 if node is None:
-                    fresh = len(e.ids)  # diverged: everything after is new (upper bound is fine)
                     break
-                parent = node
-            if len(cur) + fresh > max_nodes:
+                shared, parent = shared + 1, node
+            # a conversation that shares (almost) nothing gains nothing from the trie and would cost
+            # tree attention over the whole unit: it starts a unit of its own (a plain causal forward)
+            if shared < MIN_PACK_SHARED or len(cur) + len(e.ids) - shared > max_nodes:
                 cur.tree = count > 1
                 units.append(cur.finalize())
                 cur = None
