@@ -46,6 +46,7 @@ def _commit() -> str:
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
+
     def git(*args: str) -> str:
         r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
         return r.stdout.strip()
