@@ -31,17 +31,8 @@ TASK = "M1003_ticket_kb_resolution"
 
 
 def test_all_nine_harnesses_are_registered() -> None:
-    assert HARNESS_NAMES == (
-        "loop",
-        "claude-code",
-        "codex",
-        "qwen",
-        "opencode",
-        "gemini",
-        "openclaw",
-        "mini-swe-agent",
-        "openhands",
-    )
+    # the five harnesses from before this change, then the four it adds, in the CLI's order
+    assert ("loop", "claude-code", "codex", "qwen", "opencode", *NEW) == HARNESS_NAMES
     for name in HARNESS_NAMES:
         harness = get_harness(name)
         assert harness.name == name

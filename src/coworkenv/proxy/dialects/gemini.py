@@ -7,18 +7,19 @@ events, ``streamGenerateContent`` without it answers a JSON array of response ch
 default). ``:countTokens`` is answered with an estimate, never a model call.
 
 Accepted: ``systemInstruction`` (a content object or a string; its text parts become the first
-system message); ``contents`` of role ``user`` / ``model`` (and the legacy ``function``), each
-with ``parts`` — ``text`` (``thought: true`` parts are skipped: harnesses drop reasoning),
+system message); ``contents`` of role ``user`` / ``model`` (and the legacy ``function``), each with
+``parts`` — ``text`` (``thought: true`` parts are skipped: harnesses drop reasoning),
 ``functionCall`` ``{name, args, id?}`` (``args`` object serialized as the call's JSON arguments),
-``functionResponse`` ``{name, response, id?}`` (each becomes a ``tool`` message, before any text
-of the same turn; ``response.output`` when that is its only key, else the response as compact
-JSON), ``inlineData`` / ``fileData`` as placeholders; ``thoughtSignature`` and other vendor keys
-ignored. A call or response without ``id`` gets a positional one, and a response is paired with the
-earliest unanswered call of its name. Tools: ``functionDeclarations`` with
-``parametersJsonSchema`` or ``parameters`` (OpenAPI-style upper-case ``type`` values read as
-JSON-schema types); built-in tools (``googleSearch``, ``codeExecution``, ``urlContext``, ...) are
-dropped. ``generationConfig``: ``maxOutputTokens``, ``temperature``, ``topP``, ``stopSequences``;
-``topK``, ``thinkingConfig``, ``responseSchema``, ``toolConfig``, ``safetySettings`` are ignored.
+``functionResponse`` ``{name, response, id?}`` (each becomes a ``tool`` message, before any text of
+the same turn; ``response.output`` when that is its only key, else the response as compact JSON),
+``inlineData`` / ``fileData`` as the text ``[media]`` (the served models read text only);
+``thoughtSignature`` and other vendor keys ignored. A call or response without ``id`` gets a
+positional one, and a response is paired with the earliest unanswered call of its name. Tools:
+``functionDeclarations`` with ``parametersJsonSchema`` or ``parameters`` (OpenAPI-style upper-case
+``type`` values read as JSON-schema types); built-in tools (``googleSearch``, ``codeExecution``,
+``urlContext``, ...) are dropped. ``generationConfig``: ``maxOutputTokens``, ``temperature``,
+``topP``, ``stopSequences``; ``topK``, ``thinkingConfig``, ``responseSchema``, ``toolConfig``,
+``safetySettings`` are ignored.
 Both the camelCase and the snake_case spelling of a field are read.
 
 Answer: one ``GenerateContentResponse`` — ``candidates[0].content`` (role ``model``: a text part
