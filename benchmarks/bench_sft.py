@@ -9,9 +9,11 @@ the median and the range over rounds.
 
 * ``before``  — the job's SFT until now: one conversation per forward (padding-free, batch 1),
   gradient accumulation over the step, activation checkpointing on;
-* ``packed``  — the default now: each step's conversations in prefix tries (shared prompts
-  forwarded once), tree attention, activation checkpointing off;
-* ``packed_ckpt`` — ``packed`` with activation checkpointing on (what memory costs);
+* ``packed``  — each step's conversations in prefix tries (conversations that share a prompt
+  forwarded as one trie, the others alone), tree attention, activation checkpointing off;
+* ``packed_auto`` — the job's default: ``packed`` with activation checkpointing only for forwards
+  over 4,096 tokens (``checkpoint_over``; job ``sft.checkpointing = "auto"``);
+* ``packed_ckpt`` — ``packed`` with activation checkpointing on every forward (what memory costs);
 * ``floor``   — a bare forward + backward + AdamW step of the same LoRA model over random tokens,
   as many as ``packed`` forwarded in each step (plain causal sequences of the tries' sizes): the
   cost of the forwarded tokens themselves, with nothing of ours around it;
@@ -43,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARMS = ("before", "packed", "packed_ckpt", "floor", "trl")
+ARMS = ("before", "packed", "packed_auto", "packed_ckpt", "floor", "trl")
 
 
 def curated_data(tasks: int, out: Path) -> Path:
@@ -77,7 +79,10 @@ def _examples(data: Path, max_len: int, n: int, seed: int) -> tuple[Any, list[An
     return (model, tok), examples[:n]
 
 
-def _cfg(data: Path, out: Path, *, pack: bool, ckpt: bool, per_step: int, steps: int, max_len: int) -> Any:
+def _cfg(
+    data: Path, out: Path, *, pack: bool, ckpt: bool, per_step: int, steps: int, max_len: int,
+    checkpoint_over: int | None = None,
+) -> Any:  # fmt: skip
     from coworkenv.rl.config import SFTConfig
 
     return SFTConfig.model_validate(
@@ -85,6 +90,7 @@ def _cfg(data: Path, out: Path, *, pack: bool, ckpt: bool, per_step: int, steps:
             "data": str(data),
             "model": {"gradient_checkpointing": ckpt},
             "pack": pack,
+            "checkpoint_over": checkpoint_over,
             "batch_size": 1,
             "grad_accum": per_step,
             "epochs": 1,
@@ -104,12 +110,14 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     supervised = sum(sum(e.mask[1:]) for e in examples)
     out = Path(tempfile.mkdtemp(prefix=f"bench-sft-{arm}-"))
     t0 = time.perf_counter()
-    if arm in ("before", "packed", "packed_ckpt"):
+    if arm in ("before", "packed", "packed_auto", "packed_ckpt"):
+        from coworkenv.job.config import CHECKPOINT_OVER
         from coworkenv.rl.sft import SFTTrainer
 
         cfg = _cfg(
             data, out, pack=arm != "before", ckpt=arm != "packed", per_step=args.per_step,
             steps=args.steps, max_len=args.max_len,
+            checkpoint_over=CHECKPOINT_OVER if arm == "packed_auto" else None,
         )  # fmt: skip
         trainer = SFTTrainer(cfg, model=model, tokenizer=tok, log_metrics=True)
         t0 = time.perf_counter()
@@ -262,6 +270,8 @@ def summarize(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
     return {
         "arms": arms,
         "ratios": {
+            "packed_auto_vs_before_supervised": ratio("packed_auto", "before", "supervised_tok_s"),
+            "packed_auto_vs_trl_supervised": ratio("packed_auto", "trl", "supervised_tok_s"),
             "packed_vs_before_supervised": ratio("packed", "before", "supervised_tok_s"),
             "packed_vs_trl_supervised": ratio("packed", "trl", "supervised_tok_s"),
             "packed_vs_floor_forwarded": ratio("packed", "floor", "forwarded_tok_s"),

@@ -625,9 +625,11 @@ def rows_sft(d: dict[str, Any], o: Options) -> list[Row]:
         return "—" if key not in a else _num(float(a[key]["median"]), " tok/s")
 
     rows = []
+    # the job's default arm (checkpointing only for large forwards) where the file has it
+    job = "packed_auto" if "packed_auto" in arms else "packed"
     for name, num, den, key, goal in (
-        ("supervised tokens/s, packed vs before", "packed", "before", "supervised_tok_s", 4.0),
-        ("supervised tokens/s, packed vs TRL SFTTrainer", "packed", "trl", "supervised_tok_s", 1.5),
+        ("supervised tokens/s, packed vs before", job, "before", "supervised_tok_s", 4.0),
+        ("supervised tokens/s, packed vs TRL SFTTrainer", job, "trl", "supervised_tok_s", 1.5),
         ("forwarded tokens/s, packed vs bare fwd+bwd floor", "packed", "floor", "forwarded_tok_s", 0.8),
     ):
         r = ratios.get(f"{num}_vs_{den}_{'forwarded' if key.startswith('forwarded') else 'supervised'}")

@@ -286,3 +286,54 @@ def test_packing_keeps_unrelated_conversations_apart(tmp_path: Path) -> None:
     assert len(units[1]) == len(stranger.ids)
     supervised = sum(sum(e.mask[1:]) for e in (*examples[:2], stranger))
     assert sum(sum(u.weight[i] for i in u.train_idx) for u in units) == supervised
+
+
+def test_checkpoint_over_checkpoints_only_large_forwards(tmp_path: Path) -> None:
+    """``checkpoint_over``: forwards above it recompute in backward, smaller ones do not, and the
+    loss and gradients are those of checkpointing every forward."""
+    from coworkenv.rl.sft import pack_examples
+
+    p = tmp_path / "sft.jsonl"
+    rows = [_conversation("ops", 0), _conversation("ops", 1)]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    examples = build_examples(read_sft_jsonl(p), ByteTok(), max_len=4096)
+    # a conversation sharing nothing with them (its first token differs) is forwarded alone
+    examples.append(type(examples[0])(ids=(7, *examples[0].ids[1:]), mask=examples[0].mask))
+    sizes = sorted(len(u) for u in pack_examples(examples, 8192))
+    assert len(sizes) == 2  # the two "ops" conversations in one trie, the stranger alone
+    base = tiny_llama(256)
+
+    def run(limit: int | None) -> tuple[float, dict[str, torch.Tensor], list[bool]]:
+        cfg = parse_config(
+            SFTConfig,
+            {
+                "data": str(p),
+                "model": {"lora": {"r": 4, "alpha": 8, "dropout": 0.0}, "gradient_checkpointing": True},
+                "checkpoint_over": limit,
+                "run": {"out_dir": str(tmp_path / f"out-{limit}"), "resume": False},
+            },
+        )
+        model = tiny_llama(256)
+        model.load_state_dict(base.state_dict())
+        tr = SFTTrainer(cfg, model=model, tokenizer=ByteTok(), log_metrics=False)
+        with torch.no_grad():  # nonzero B so that LoRA gradients reach A as well
+            for q in tr.trainable:
+                q.copy_(torch.randn_like(q, generator=torch.Generator().manual_seed(q.numel())) * 0.02)
+        assert tr._ckpt_layers
+        seen: list[bool] = []
+        tr.model.train()
+        total = 0.0
+        for loss, _ in tr._losses([examples]):
+            seen.append(tr._ckpt_layers[0].gradient_checkpointing)
+            loss.backward()
+            total += float(loss.detach())
+        return total, _grads(tr.model), seen
+
+    loss_all, g_all, seen_all = run(None)
+    loss_mid, g_mid, seen_mid = run(sizes[0])
+    assert sorted(seen_all) == [True, True]
+    assert sorted(seen_mid) == [False, True]  # only the larger forward is checkpointed
+    assert loss_mid == pytest.approx(loss_all, rel=1e-6)
+    assert g_all.keys() == g_mid.keys()
+    for name, g in g_all.items():
+        torch.testing.assert_close(g_mid[name], g, rtol=1e-5, atol=1e-7, msg=name)

@@ -62,6 +62,10 @@ class StudentSection(_Section):
     whole of training bought: base → SFT → after the RL update. Only when the job ran SFT."""
 
 
+CHECKPOINT_OVER = 4096
+"""Tokens per SFT forward above which ``checkpointing = "auto"`` recomputes activations."""
+
+
 class SFTSection(_Section):
     steps: int = Field(default=4, ge=0)
     """Optimizer steps of SFT on the curated teacher conversations before the student runs
@@ -71,9 +75,10 @@ class SFTSection(_Section):
     lr: float = Field(default=2e-4, gt=0)
     lora: bool = True
     grad_accum: int = Field(default=1, ge=1)
-    checkpointing: bool = True
-    """Activation checkpointing: ~30% more time, but a packed step of several thousand tokens needs
-    it on a 24 GB machine (SDPA keeps each layer's attention scores for backward otherwise)."""
+    checkpointing: bool | Literal["auto"] = "auto"
+    """Activation checkpointing (~30% more time per forward it covers): ``auto`` only for forwards
+    of more than ``CHECKPOINT_OVER`` tokens — a trie of several conversations — which without it
+    would keep ~3 MB of activations per token (a 4,096-token forward peaks at ~12 GB)."""
     max_len: int = Field(default=2048, gt=8)
     """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
 

@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from coworkenv.errors import CoworkError
-from coworkenv.job.config import JobConfig
+from coworkenv.job.config import CHECKPOINT_OVER, JobConfig
 from coworkenv.job.progress import StageProgress
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
@@ -258,7 +258,8 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     cfg = SFTConfig.model_validate(
         {
             "data": str(st.out / "curate" / "sft.jsonl"),
-            "model": {"gradient_checkpointing": c.checkpointing, **({} if c.lora else {"lora": None})},
+            "model": {"gradient_checkpointing": bool(c.checkpointing), **({} if c.lora else {"lora": None})},
+            "checkpoint_over": CHECKPOINT_OVER if c.checkpointing == "auto" else None,
             "optim": {"lr": c.lr},
             "epochs": max(1, -(-c.steps * c.batch * c.grad_accum // max(1, rows))),
             "batch_size": c.batch,

@@ -21,6 +21,8 @@ Contract:
   ``n`` conversations carries weight ``n``, so the loss (and its gradient) equals the unpacked
   one. Batches are bucketed by prefix (shuffled, grouped by their first tokens, then the batches
   shuffled) so conversations that share a prefix land in the same step.
+* Activation checkpointing (``model.gradient_checkpointing``) applies to every forward, or with
+  ``checkpoint_over`` only to forwards of more tokens than that: the others skip the recompute.
 """
 
 from __future__ import annotations
@@ -283,6 +285,11 @@ class SFTTrainer:
         )
         self.packed = cfg.pack and use_tree_attention(self.model)
         self.bf16 = use_bf16(cfg.autocast)
+        # the decoder layers that checkpoint (when the model config turned it on): toggled per
+        # forward by ``checkpoint_over``, so only forwards large enough to need it pay the recompute
+        self._ckpt_layers = [
+            m for m in self.model.modules() if getattr(m, "gradient_checkpointing", False) is True
+        ]
         self.step_count = 0
         self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics)
         if cfg.run.resume and (ck := latest_checkpoint(cfg.run.out_dir)) is not None:
@@ -309,20 +316,31 @@ class SFTTrainer:
         loss = torch.nn.functional.cross_entropy(logits, tgt[keep], reduction="sum")
         return loss, int(keep.sum())
 
+    def _checkpoint_for(self, tokens: int) -> None:
+        """Activation checkpointing on for the next forward only if it is over ``checkpoint_over``
+        tokens (each forward's backward runs before the next forward, so the switch is per forward)."""
+        limit = self.cfg.checkpoint_over
+        on = limit is None or tokens > limit
+        for m in self._ckpt_layers:
+            m.gradient_checkpointing = on
+
     def _losses(self, group: Sequence[Sequence[SFTExample]]) -> Iterator[tuple[torch.Tensor, int]]:
         """(summed loss, tokens forwarded) per forward of a step; each forward under bf16 autocast
         when it is on (the context ends before the caller's backward)."""
         if self.packed:
             for unit in pack_examples([e for b in group for e in b], self.cfg.pack_tokens):
+                self._checkpoint_for(len(unit))
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
                     ((logp, _),) = forward_logprobs(self.model, [unit])
                 w = torch.tensor([unit.weight[i] for i in unit.train_idx], dtype=torch.float32)
                 yield -(w * logp.float()).sum(), len(unit)
             return
         for b in group:
+            n = len(b) * max(len(e.ids) for e in b)
+            self._checkpoint_for(n)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
                 loss, _ = self._loss(b)
-            yield loss.float(), len(b) * max(len(e.ids) for e in b)
+            yield loss.float(), n
 
     def train(
         self, examples: Sequence[SFTExample], *, progress: Callable[[int, int], None] | None = None
