@@ -11,8 +11,8 @@ the median and the range over rounds.
   gradient accumulation over the step, activation checkpointing on;
 * ``packed``  — each step's conversations in prefix tries (conversations that share a prompt
   forwarded as one trie, the others alone), tree attention, activation checkpointing off;
-* ``packed_auto`` — the job's default: ``packed`` with activation checkpointing only for forwards
-  over 4,096 tokens (``checkpoint_over``; job ``sft.checkpointing = "auto"``);
+* ``packed_auto`` — the job's default (``sft.checkpointing = "auto"``): ``packed`` with tries capped
+  at 4,096 tokens and activation checkpointing only for a forward over that (``checkpoint_over``);
 * ``packed_ckpt`` — ``packed`` with activation checkpointing on every forward (what memory costs);
 * ``floor``   — a bare forward + backward + AdamW step of the same LoRA model over random tokens,
   as many as ``packed`` forwarded in each step (plain causal sequences of the tries' sizes): the
@@ -91,6 +91,7 @@ def _cfg(
             "model": {"gradient_checkpointing": ckpt},
             "pack": pack,
             "checkpoint_over": checkpoint_over,
+            **({"pack_tokens": checkpoint_over} if checkpoint_over else {}),
             "batch_size": 1,
             "grad_accum": per_step,
             "epochs": 1,
@@ -235,6 +236,10 @@ def _child(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _spread(xs: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(xs), 2), "min": min(xs), "max": max(xs)}
+
+
 def summarize(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """Per arm: median and range over rounds; ratios per round, then their median and range."""
     arms: dict[str, Any] = {}
@@ -246,8 +251,8 @@ def summarize(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
         sup = [v["supervised_tok_s"] for v in vals]
         fwd = [v["forwarded_tok_s"] for v in vals]
         arms[arm] = {
-            "supervised_tok_s": {"median": statistics.median(sup), "min": min(sup), "max": max(sup)},
-            "forwarded_tok_s": {"median": statistics.median(fwd), "min": min(fwd), "max": max(fwd)},
+            "supervised_tok_s": _spread(sup),
+            "forwarded_tok_s": _spread(fwd),
             "forwarded_tokens": vals[0]["forwarded_tokens"],
             "supervised_tokens": vals[0]["supervised_tokens"],
             "peak_rss_gb": max(v["peak_rss_gb"] for v in vals),
@@ -272,6 +277,7 @@ def summarize(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
         "ratios": {
             "packed_auto_vs_before_supervised": ratio("packed_auto", "before", "supervised_tok_s"),
             "packed_auto_vs_trl_supervised": ratio("packed_auto", "trl", "supervised_tok_s"),
+            "packed_auto_vs_floor_forwarded": ratio("packed_auto", "floor", "forwarded_tok_s"),
             "packed_vs_before_supervised": ratio("packed", "before", "supervised_tok_s"),
             "packed_vs_trl_supervised": ratio("packed", "trl", "supervised_tok_s"),
             "packed_vs_floor_forwarded": ratio("packed", "floor", "forwarded_tok_s"),

@@ -76,9 +76,9 @@ class SFTSection(_Section):
     lora: bool = True
     grad_accum: int = Field(default=1, ge=1)
     checkpointing: bool | Literal["auto"] = "auto"
-    """Activation checkpointing (~30% more time per forward it covers): ``auto`` only for forwards
-    of more than ``CHECKPOINT_OVER`` tokens — a trie of several conversations — which without it
-    would keep ~3 MB of activations per token (a 4,096-token forward peaks at ~12 GB)."""
+    """Activation checkpointing (~30% more time per forward it covers). ``auto``: prefix tries are
+    capped at ``CHECKPOINT_OVER`` tokens and only a longer forward (one conversation over it) is
+    checkpointed; without it a forward keeps ~3 MB of activations per token (4,096 tokens: ~12 GB)."""
     max_len: int = Field(default=2048, gt=8)
     """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
 

@@ -259,7 +259,13 @@ def stage_sft(st: JobState) -> dict[str, Any]:
         {
             "data": str(st.out / "curate" / "sft.jsonl"),
             "model": {"gradient_checkpointing": bool(c.checkpointing), **({} if c.lora else {"lora": None})},
-            "checkpoint_over": CHECKPOINT_OVER if c.checkpointing == "auto" else None,
+            # auto: tries capped at the threshold, so a forward needs checkpointing only when one
+            # conversation alone is longer (splitting a trie loses less than recomputing it)
+            **(
+                {"checkpoint_over": CHECKPOINT_OVER, "pack_tokens": CHECKPOINT_OVER}
+                if c.checkpointing == "auto"
+                else {}
+            ),
             "optim": {"lr": c.lr},
             "epochs": max(1, -(-c.steps * c.batch * c.grad_accum // max(1, rows))),
             "batch_size": c.batch,
