@@ -81,7 +81,7 @@ def _examples(data: Path, max_len: int, n: int, seed: int) -> tuple[Any, list[An
 
 def _cfg(
     data: Path, out: Path, *, pack: bool, ckpt: bool, per_step: int, steps: int, max_len: int,
-    checkpoint_over: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Any:  # fmt: skip
     from coworkenv.rl.config import SFTConfig
 
@@ -90,8 +90,7 @@ def _cfg(
             "data": str(data),
             "model": {"gradient_checkpointing": ckpt},
             "pack": pack,
-            "checkpoint_over": checkpoint_over,
-            **({"pack_tokens": checkpoint_over} if checkpoint_over else {}),
+            **(extra or {}),
             "batch_size": 1,
             "grad_accum": per_step,
             "epochs": 1,
@@ -112,13 +111,13 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix=f"bench-sft-{arm}-"))
     t0 = time.perf_counter()
     if arm in ("before", "packed", "packed_auto", "packed_ckpt"):
-        from coworkenv.job.config import CHECKPOINT_OVER
+        from coworkenv.job.config import SFTSection
         from coworkenv.rl.sft import SFTTrainer
 
         cfg = _cfg(
             data, out, pack=arm != "before", ckpt=arm != "packed", per_step=args.per_step,
             steps=args.steps, max_len=args.max_len,
-            checkpoint_over=CHECKPOINT_OVER if arm == "packed_auto" else None,
+            extra=SFTSection(checkpointing="auto").checkpoint_settings() if arm == "packed_auto" else None,
         )  # fmt: skip
         trainer = SFTTrainer(cfg, model=model, tokenizer=tok, log_metrics=True)
         t0 = time.perf_counter()

@@ -152,3 +152,14 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert res.returncode == 0
     assert "synth: already done (resume)" in res.stdout
     assert "train: already done (resume)" in res.stdout
+
+
+def test_auto_checkpointing_caps_tries_at_the_threshold() -> None:
+    from coworkenv.job.config import CHECKPOINT_OVER, SFTSection
+
+    assert SFTSection().checkpoint_settings() == {
+        "checkpoint_over": CHECKPOINT_OVER,
+        "pack_tokens": CHECKPOINT_OVER,
+    }
+    assert SFTSection(checkpointing=True).checkpoint_settings() == {}
+    assert SFTSection(checkpointing=False).checkpoint_settings() == {}

@@ -78,9 +78,18 @@ class SFTSection(_Section):
     checkpointing: bool | Literal["auto"] = "auto"
     """Activation checkpointing (~30% more time per forward it covers). ``auto``: prefix tries are
     capped at ``CHECKPOINT_OVER`` tokens and only a longer forward (one conversation over it) is
-    checkpointed; without it a forward keeps ~3 MB of activations per token (4,096 tokens: ~12 GB)."""
+    checkpointed; without it a forward keeps ~3 MB of activations per token (a step of ≤ 4,096-token
+    forwards peaked at 14.77 GB in ``benchmarks/results/sft-2026-12-01-auto.json``)."""
     max_len: int = Field(default=2048, gt=8)
     """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
+
+    def checkpoint_settings(self) -> dict[str, int]:
+        """The :class:`~coworkenv.rl.config.SFTConfig` fields ``checkpointing`` implies beyond the
+        model's switch: with ``auto``, tries capped at ``CHECKPOINT_OVER`` tokens and only a longer
+        forward checkpointed (splitting a trie loses less than recomputing it)."""
+        if self.checkpointing != "auto":
+            return {}
+        return {"checkpoint_over": CHECKPOINT_OVER, "pack_tokens": CHECKPOINT_OVER}
 
 
 class TrainSection(_Section):

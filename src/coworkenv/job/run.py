@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from coworkenv.errors import CoworkError
-from coworkenv.job.config import CHECKPOINT_OVER, JobConfig
+from coworkenv.job.config import JobConfig
 from coworkenv.job.progress import StageProgress
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
@@ -259,13 +259,7 @@ def stage_sft(st: JobState) -> dict[str, Any]:
         {
             "data": str(st.out / "curate" / "sft.jsonl"),
             "model": {"gradient_checkpointing": bool(c.checkpointing), **({} if c.lora else {"lora": None})},
-            # auto: tries capped at the threshold, so a forward needs checkpointing only when one
-            # conversation alone is longer (splitting a trie loses less than recomputing it)
-            **(
-                {"checkpoint_over": CHECKPOINT_OVER, "pack_tokens": CHECKPOINT_OVER}
-                if c.checkpointing == "auto"
-                else {}
-            ),
+            **c.checkpoint_settings(),
             "optim": {"lr": c.lr},
             "epochs": max(1, -(-c.steps * c.batch * c.grad_accum // max(1, rows))),
             "batch_size": c.batch,
