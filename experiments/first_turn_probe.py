@@ -4,8 +4,9 @@ For each held-out task of a finished main job (``<job>/before/calls``: the exact
 the first model call of trial 0), and for each model given (default: the base SmolLM2 and the job's
 SFT checkpoint ``<job>/sft/final``), it records the probability that the first generated token opens
 a tool call (``<tool_call>``'s first token) and the greedy first turn (``--max-new-tokens``). The
-job's own evaluation samples at temperature 1, which a model that prefers a tool call by a small
-margin rarely shows; this probe shows the margin. Deterministic (greedy), no sampling.
+job evaluated at temperature 1 until ``student.eval_temperature`` (default 0, greedy) was added; a
+model that prefers a tool call by a small margin rarely shows it when sampled, and this probe
+shows the margin. Deterministic (greedy), no sampling.
 
 Run:  .venv/bin/python experiments/first_turn_probe.py runs/main [--models smollm2 runs/main/sft/final]
 Writes ``--out`` (JSON) with date, load and command.

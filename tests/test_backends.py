@@ -30,7 +30,7 @@ from coworkenv.proxy.backends.passthrough import PassthroughBackend
 from coworkenv.proxy.backends.scripted import EOS_ID, ByteTokenizer, Faults, ScriptedBackend
 from coworkenv.proxy.backends.upstream import UpstreamBackend
 from coworkenv.proxy.codecs import get_codec
-from coworkenv.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
+from coworkenv.proxy.messages import AssistantTurn, ChatRequest, Message, ToolCall, ToolSpec
 from coworkenv.services.trial import Trial, load_task
 from coworkenv.spec import TaskSpec
 from tests.conftest import base_spec
@@ -780,3 +780,34 @@ async def test_factory_builds_each_kind(tmp_path: Any) -> None:
     up = make_backend("sglang:http://x:3000?codec=hermes&max_tokens=32")
     assert isinstance(up, UpstreamBackend)
     assert (up.url, up.max_tokens, up.codec.family) == ("http://x:3000/generate", 32, "hermes")
+
+
+def test_fixed_sampling_decodes_every_request_at_its_settings() -> None:
+    """The evaluation wrapper replaces the harness's temperature (and top_p), delegates the rest."""
+    from coworkenv.proxy.backends.sampling import FixedSampling
+
+    seen: list[ChatRequest] = []
+
+    class Recorder:
+        name = "recorder"
+        policy_version = "sft-4"
+        tokenizer = "tok"
+
+        async def complete(self, request: ChatRequest) -> Completion:
+            seen.append(request)
+            return Completion(turn=AssistantTurn(content="ok"), text="ok", policy_version=self.policy_version)
+
+    inner = Recorder()
+    greedy = FixedSampling(inner, 0.0)
+    asked = ChatRequest(messages=(Message(role="user", content="hi"),), temperature=0.9, top_p=0.8)
+    out = asyncio.run(greedy.complete(asked))
+    assert out.text == "ok"
+    assert (seen[-1].temperature, seen[-1].top_p) == (0.0, 0.8)  # top_p not given: the harness's stays
+    asyncio.run(FixedSampling(inner, 0.5, top_p=1.0).complete(asked))
+    assert (seen[-1].temperature, seen[-1].top_p) == (0.5, 1.0)
+    assert isinstance(greedy, Backend)
+    assert (greedy.name, greedy.policy_version, greedy.tokenizer) == ("recorder", "sft-4", "tok")
+    inner.policy_version = "rl-1"  # a weight push to the inner backend is what the wrapper serves
+    assert greedy.policy_version == "rl-1"
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        FixedSampling(inner, -1.0)

@@ -211,3 +211,23 @@ def test_standard_system_message_keeps_the_tasks_date() -> None:
     undated, _ = convert((Message(role="system", content="plain"), *msgs[1:]))
     assert undated is not None
     assert undated[0]["content"] == STANDARD_SYSTEM
+
+
+def test_keep_system_trains_on_the_harness_prompt() -> None:
+    """``ConvertConfig(system=None)``: the rollout's own system prompt, verbatim (no standard one)."""
+    from coworkenv.curation.convert import ConvertConfig, convert
+    from coworkenv.proxy.messages import Message, ToolCall
+
+    harness = "You are an AI coworker with access to your company's work tools. Today is 2026-03-04."
+    msgs = (
+        Message(role="system", content=harness),
+        Message(role="user", content="Close ticket T-1."),
+        Message(role="assistant", tool_calls=(ToolCall(id="c0", name="helpdesk_close", arguments="{}"),)),
+        Message(role="tool", content="ok", tool_call_id="c0"),
+        Message(role="assistant", content="Closed T-1."),
+    )
+    out, why = convert(msgs, ConvertConfig(system=None))
+    assert why is None
+    assert out is not None
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool", "assistant"]
+    assert out[0]["content"] == harness

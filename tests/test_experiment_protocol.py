@@ -105,3 +105,49 @@ def test_error_analysis_groups_by_template_and_names_what_failed(exp: ModuleType
     assert v["infra_failures"] == {"harness_crash": 1}
     assert v["top_failed_checks"] == [("verified_by_phone", 2)]
     assert out["T004_calendar"]["completion"] == 50.0
+
+
+def test_job_heldout_labels_what_trial_zero_did(tmp_path: Path) -> None:
+    """experiments/job_heldout.py: prose / malformed / repeats / acts, and completion per task."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("job_heldout", ROOT / "experiments" / "job_heldout.py")
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def rec(task: str, trial: int, calls: list[tuple[str, dict[str, Any]]], completion: float) -> Any:
+        return {
+            "rollout_id": f"{task}-loop-t{trial}-abcd{trial:04d}",
+            "task_id": task,
+            "trial": trial,
+            "n_calls": len(calls) + 1,
+            "tool_calls": [{"tool": t, "args": a} for t, a in calls],
+            "rewards": {"completion": completion, "safety": 1.0},
+            "grade": {"checks": [{"name": "listed", "status": "passed" if completion else "failed"}]},
+        }
+
+    listing = ("gmail_list_messages", {"days_back": 7})
+    rows = [
+        rec("a", 0, [listing, listing], 0.1),
+        rec("a", 1, [listing], 0.1),
+        rec("b", 0, [], 0.0),
+        rec("c", 0, [listing, ("gmail_get_message", {"message_id": "m1"})], 0.25),
+        rec("d", 0, [], 0.0),
+    ]
+    stage = tmp_path / "before"
+    (stage / "calls").mkdir(parents=True)
+    (stage / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (stage / "calls" / "d-loop-t0-abcd0000.calls.jsonl").write_text(json.dumps({"malformed": True}) + "\n")
+    got = mod.stage_report(stage)
+    assert {t: v["trial0"]["label"] for t, v in got.items()} == {
+        "a": "repeats",
+        "b": "prose",
+        "c": "acts",
+        "d": "malformed",
+    }
+    assert got["a"]["completion"] == pytest.approx(0.1)
+    assert got["a"]["trials"] == 2
+    assert got["c"]["checks_passed_by_any_trial"] == ["listed"]
+    assert got["b"]["checks_passed_by_any_trial"] == []

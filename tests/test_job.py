@@ -36,6 +36,11 @@ def test_defaults_need_no_file() -> None:
     assert cfg.synth.generator == "procedural"
 
 
+def test_the_documented_defaults_are_the_defaults() -> None:
+    """examples/job.toml spells out every default; it must not drift from the code."""
+    assert load_config(ROOT / "examples" / "job.toml") == JobConfig()
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_config_is_valid(path: Path) -> None:
     cfg = load_config(path)
@@ -95,6 +100,16 @@ def _check_base(out: Path, summary: dict[str, Any], stdout: str, eval_ids: list[
     assert "loop@base" in (out / "report.html").read_text()
 
 
+def _check_sft_prompt(out: Path, sft: list[dict[str, Any]]) -> None:
+    """sft.system_prompt = "harness": the student trains on the system prompt its loop serves it."""
+    teacher = [json.loads(x) for x in (out / "teacher" / "rollouts.jsonl").read_text().splitlines()]
+    assert all(r["messages"][0]["role"] == "system" for r in sft)
+    served = {r["messages"][0]["content"] for r in teacher}
+    assert served
+    assert all(p.startswith("You are an AI coworker with access") for p in served)
+    assert {r["messages"][0]["content"] for r in sft} <= served
+
+
 def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
     out = tmp_path / "run"
@@ -110,7 +125,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert not set(train_ids) & set(eval_ids), "the evaluation tasks are held out from the update"
     assert summary["curate"]["rows"] > 0
     sft = [json.loads(x) for x in (out / "curate" / "sft.jsonl").read_text().splitlines()]
-    assert all(r["messages"][0]["role"] == "system" for r in sft)
+    _check_sft_prompt(out, sft)
     assert summary["sft"]["steps"] == 2
     assert (out / "sft" / "final" / "config.json").exists()
     student = [json.loads(x) for x in (out / "student" / "rollouts.jsonl").read_text().splitlines()]

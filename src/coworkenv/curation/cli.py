@@ -40,10 +40,19 @@ def register(app: typer.Typer) -> None:
             float, typer.Option(help="Mean completion below this → UNSOLVABLE.")
         ] = 0.2,
         mode: Annotated[str, typer.Option(help="workflow | dialogue | both")] = "workflow",
+        keep_system: Annotated[
+            bool,
+            typer.Option(
+                "--keep-system",
+                help="Keep each rollout's own system prompt (the harness's) instead of the standard one: "
+                "for a student served through the teacher's harness.",
+            ),
+        ] = False,
     ) -> None:
         """Select teacher rollouts, convert them to chat messages with tools, export JSONL for SFT."""
         from rich.console import Console
 
+        from coworkenv.curation.convert import ConvertConfig
         from coworkenv.curation.export import curate as run_curate
         from coworkenv.curation.export import write_jsonl
         from coworkenv.curation.select import EXPORT_THRESHOLDS, SelectConfig
@@ -62,7 +71,8 @@ def register(app: typer.Typer) -> None:
             )
         cfg = SelectConfig(trivial_above, unsolvable_below, profile, min_reward)
         flags = [False] * len(rollouts) + [True] * len(replace or [])
-        rep = run_curate(dirs, flags, cfg, mode=mode)  # type: ignore[arg-type]
+        convert_cfg = ConvertConfig(system=None) if keep_system else None
+        rep = run_curate(dirs, flags, cfg, convert_cfg, mode=mode)  # type: ignore[arg-type]
         stats = rep.stats()
         if export is not None:
             write_jsonl(rep.rows, export)

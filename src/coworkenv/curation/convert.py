@@ -3,7 +3,9 @@
 Contract (:func:`convert`), checks in this order, the first failure names the rejection reason:
 
 * the record's own system messages are replaced by one standardized system message
-  (:data:`STANDARD_SYSTEM`, plus the rollout's "Today is <date>." when it had one: tasks are dated);
+  (:data:`STANDARD_SYSTEM`, plus the rollout's "Today is <date>." when it had one: tasks are dated),
+  or kept as the harness sent them when ``ConvertConfig.system`` is ``None`` (train on the prompt
+  the student will be served with: the same harness for teacher and student);
   user, assistant (with structured ``tool_calls``) and tool messages are
   kept in order; empty assistant turns without tool calls are dropped;
 * ``no_interaction`` — no user message with text followed by an assistant message;
@@ -52,7 +54,8 @@ class ConvertConfig:
     max_tool_calls: int = 20
     max_observation: int = 1000
     max_chars: int = 40_000
-    system: str = STANDARD_SYSTEM
+    system: str | None = STANDARD_SYSTEM
+    """The system message of every example; ``None`` keeps the rollout's own system messages."""
 
 
 def _msg(role: str, content: str, **extra: Any) -> dict[str, Any]:
@@ -90,10 +93,13 @@ def convert(
 ) -> tuple[list[dict[str, Any]] | None, str | None]:
     """(SFT messages, None) or (None, rejection reason)."""
     c = cfg or ConvertConfig()
-    # the standardized message keeps the one task fact a system prompt carries: the services' date
-    found = (_TODAY.search(x.content) for x in messages if x.role == "system")
-    dated = next((hit.group(0) for hit in found if hit), None)
-    out = [_msg("system", f"{c.system} {dated}" if dated else c.system)]
+    if c.system is None:
+        out = [_msg("system", m.content) for m in messages if m.role == "system"]
+    else:
+        # the standardized message keeps the one task fact a system prompt carries: the services' date
+        found = (_TODAY.search(x.content) for x in messages if x.role == "system")
+        dated = next((hit.group(0) for hit in found if hit), None)
+        out = [_msg("system", f"{c.system} {dated}" if dated else c.system)]
     for m in messages:
         if m.role == "system":
             continue

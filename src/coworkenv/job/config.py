@@ -55,6 +55,10 @@ class StudentSection(_Section):
     max_turns: int = Field(default=3, ge=1)
     max_new_tokens: int = Field(default=96, ge=1)
     temperature: float = Field(default=1.0, gt=0)
+    """Sampling temperature of the training rollouts (the GRPO groups need diverse trials)."""
+    eval_temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature of the held-out evaluations (base, before, after), whatever the
+    harness asks for; 0 is greedy decoding (the k trials of a task then mostly agree)."""
     concurrency: int = Field(default=32, ge=1)
     """Rollouts at once; the embedded engine decodes all of them in one batch."""
     eval_base: bool = True
@@ -80,6 +84,11 @@ class SFTSection(_Section):
     capped at ``CHECKPOINT_OVER`` tokens and only a longer forward (one conversation over it) is
     checkpointed; without it a forward keeps ~3 MB of activations per token (a step of ≤ 4,096-token
     forwards peaked at 14.77 GB in ``benchmarks/results/sft-2026-12-01-auto.json``)."""
+    system_prompt: Literal["harness", "standard"] = "harness"
+    """The system message of the SFT conversations: ``harness`` keeps the one the teacher's harness
+    sent (the student served through the same harness then trains on the prompt it is served
+    with); ``standard`` replaces it with CoworkEnv's harness-neutral one (for data meant for
+    several harnesses)."""
     max_len: int = Field(default=2048, gt=8)
     """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
 

@@ -322,7 +322,7 @@ def stage_student(st: JobState) -> dict[str, Any]:
         uncapped = [full.get(t.id, t) for t in train]
         _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
     recs = _rollouts(st, "student", train, c.harnesses, trials=c.trials, backend=backend)
-    before = _rollouts(st, "before", evals, c.harnesses, trials=c.trials, backend=backend)
+    before = _rollouts(st, "before", evals, c.harnesses, trials=c.trials, backend=_for_eval(st, backend))
     info = {
         **_reward_info(recs),
         "train_tasks": [t.id for t in train],
@@ -334,13 +334,21 @@ def stage_student(st: JobState) -> dict[str, Any]:
         base = _base_backend(st)
         try:
             info["base"] = _reward_info(
-                _rollouts(st, "base", evals, c.harnesses, trials=c.trials, backend=base)
+                _rollouts(st, "base", evals, c.harnesses, trials=c.trials, backend=_for_eval(st, base))
             )
         finally:
             close = getattr(base, "close", None)
             if close is not None:
                 close()
     return info
+
+
+def _for_eval(st: JobState, backend: Any) -> Any:
+    """The backend the held-out evaluations sample from: ``backend`` decoded at
+    ``student.eval_temperature`` (same weights, pushes included)."""
+    from coworkenv.proxy.backends.sampling import FixedSampling
+
+    return FixedSampling(backend, st.cfg.student.eval_temperature)
 
 
 def _base_backend(st: JobState) -> Any:
@@ -378,9 +386,11 @@ def _reward_info(recs: Sequence[RolloutRecord]) -> dict[str, Any]:
 
 
 def stage_curate(st: JobState) -> dict[str, Any]:
+    from coworkenv.curation.convert import ConvertConfig
     from coworkenv.curation.export import curate, write_jsonl
 
-    rep = curate([st.out / "teacher"], mode="both")
+    keep = st.cfg.sft.system_prompt == "harness"
+    rep = curate([st.out / "teacher"], convert_cfg=ConvertConfig(system=None) if keep else None, mode="both")
     write_jsonl(rep.rows, st.out / "curate" / "sft.jsonl")
     stats = rep.stats()
     (st.out / "curate" / "sft.stats.json").write_text(json.dumps(stats, indent=1, default=str) + "\n")
@@ -478,7 +488,9 @@ def stage_train(st: JobState) -> dict[str, Any]:
         import shutil
 
         shutil.rmtree(st.out / "after", ignore_errors=True)
-        recs = _rollouts(st, "after", eval_tasks, st.cfg.student.harnesses, trials=k, backend=backend)
+        recs = _rollouts(
+            st, "after", eval_tasks, st.cfg.student.harnesses, trials=k, backend=_for_eval(st, backend)
+        )
         info["after"] = _reward_info(recs)
         info["eval_tasks"] = [t.id for t in eval_tasks]
     return info
@@ -564,8 +576,9 @@ def stage_eval(st: JobState) -> dict[str, Any]:
         if summary is not None:
             o = summary.overall
             when = "base model, before SFT" if name == "base" else f"{name} the update"
+            when += f", held-out tasks, temperature {st.cfg.student.eval_temperature:g}"
             st.console.print(
-                f"eval ({when}, held-out tasks): completion {_num(o.completion, 3)}, "
+                f"eval ({when}): completion {_num(o.completion, 3)}, "
                 f"score {_num(o.score, 1)} (0-100; {SCORE_FLOOR_NOTE}), "
                 f"Pass@{k} {_num(o.pass_at_k, 2)}, Pass^{k} {_num(o.pass_hat_k, 2)}",
                 highlight=False,
