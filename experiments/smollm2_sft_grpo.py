@@ -181,8 +181,11 @@ def eval_set(  # noqa: PLR0917
     e: Exp, name: str, tasks: Sequence[Any], backend: Any, out: Path, harness: str = "loop"
 ) -> dict[str, Any]:
     from coworkenv.eval.metrics import headline, summarize
+    from coworkenv.proxy.backends.sampling import FixedSampling
 
-    recs = rollouts(e, tasks, [harness], e.a.trials, backend, out, harness_objects=objects(e, harness))
+    # every evaluation decodes at --eval-temperature (default greedy); the RL groups sample at --temperature
+    sampled = FixedSampling(backend, e.a.eval_temperature)
+    recs = rollouts(e, tasks, [harness], e.a.trials, sampled, out, harness_objects=objects(e, harness))
     s = summarize(recs, k=e.a.trials, threshold=0.75)
     h = headline(s, seed=e.a.seed)
     log(
@@ -444,7 +447,11 @@ def stage_teacher(e: Exp) -> dict[str, Any]:
     recs = rollouts(
         e, load_suite(e.path("synth", "train")), ["loop"], 1, "reference", e.path("teacher"), cap=False
     )
-    rep = curate([e.path("teacher")], mode="both")
+    from coworkenv.curation.convert import ConvertConfig
+
+    # --sft-system harness: the conversations keep the loop's own system prompt, the one the student is served
+    keep = e.a.sft_system == "harness"
+    rep = curate([e.path("teacher")], convert_cfg=ConvertConfig(system=None) if keep else None, mode="both")
     write_jsonl(rep.rows, e.path("sft.curated.jsonl"))
     # curation writes ``tools`` as a JSON string (TRL's format); coworkenv.rl.sft.read_sft_jsonl wants a list.
     rows = [
@@ -912,10 +919,17 @@ def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
         "interval": "95% percentile bootstrap over tasks (2000 resamples)",
         "sampling": {
             "temperature": a.temperature,
+            "eval_temperature": a.eval_temperature,
             "max_new_tokens": a.max_new_tokens,
             "max_turns": a.max_turns,
         },
-        "sft": {"mode": a.sft_mode, "lr": a.sft_lr, "epochs": a.sft_epochs, "max_len": a.sft_max_len},
+        "sft": {
+            "mode": a.sft_mode,
+            "lr": a.sft_lr,
+            "epochs": a.sft_epochs,
+            "max_len": a.sft_max_len,
+            "system_prompt": a.sft_system,
+        },
         "rl": {
             "estimators": a.estimators,
             "updates": a.grpo_steps,
@@ -1011,7 +1025,8 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         f"# SmolLM2-135M: base → SFT → RL on held-out tasks ({datetime.now(UTC):%Y-%m-%d})",
         "",
         f"Command: `{summary['command']}` (stages resume from `{a.work}`).",
-        f"Machine: {os.cpu_count()} CPU cores, torch CPU, fp32. Sampling: temperature {a.temperature}, "
+        f"Machine: {os.cpu_count()} CPU cores, torch CPU, fp32. Sampling: temperature {a.temperature} "
+        f"(RL rollouts), {a.eval_temperature} (evaluations; 0 = greedy), "
         f"at most {a.max_new_tokens} new tokens per model call and {a.max_turns} model calls per rollout.",
         "",
         "## Protocol (fixed before the run)",
@@ -1179,9 +1194,18 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
     p.add_argument("--max-turns", type=int, default=5, help="cap on spec.limits.max_turns")
     p.add_argument("--timeout-s", type=float, default=300.0, help="cap on spec.limits.timeout_s")
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling of the RL rollouts (groups)")
+    p.add_argument(
+        "--eval-temperature", type=float, default=0.0, help="decoding of every evaluation (0 = greedy)"
+    )
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--sft-mode", choices=("full", "lora"), default="full")
+    p.add_argument(
+        "--sft-system",
+        choices=("harness", "standard"),
+        default="harness",
+        help="SFT system prompt: the loop's own (what the student is served) or CoworkEnv's standard one",
+    )
     p.add_argument("--sft-lr", type=float, default=5e-5)
     p.add_argument("--sft-epochs", type=int, default=2)
     p.add_argument("--sft-grad-accum", type=int, default=4)

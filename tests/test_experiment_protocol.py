@@ -72,6 +72,9 @@ def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType,
     assert g["grpo_reward_rises"]["met"] is True
     assert s["protocol"]["trials"] == 4
     assert s["protocol"]["rl"]["group"] >= 8
+    # evaluations decode greedily; SFT trains on the system prompt the student is served with
+    assert s["protocol"]["sampling"]["eval_temperature"] == 0.0
+    assert s["protocol"]["sft"]["system_prompt"] == "harness"
     assert "grpo" in exp.results_table(s)
 
 
