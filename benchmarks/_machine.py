@@ -1,16 +1,8 @@
-"""What every benchmark reports about the machine it ran on (imported by the scripts beside it)."""
+"""What every benchmark reports about the machine it ran on (imported by the scripts beside it):
+the library's own :mod:`coworkenv.machine`, so benchmarks and the main job describe a CPU alike."""
 
 from __future__ import annotations
 
-import contextlib
-import platform
-from pathlib import Path
+from coworkenv.machine import cpu_flags, cpu_model, machine_info, native_bf16
 
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform knows, else "unknown"."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+__all__ = ["cpu_flags", "cpu_model", "machine_info", "native_bf16"]

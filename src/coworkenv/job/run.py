@@ -35,6 +35,7 @@ from rich.table import Table
 from coworkenv.errors import CoworkError
 from coworkenv.job.config import JobConfig
 from coworkenv.job.progress import StageProgress
+from coworkenv.machine import machine_info
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
 
@@ -287,13 +288,14 @@ def stage_sft(st: JobState) -> dict[str, Any]:
         res = trainer.train(examples, progress=lambda done, _total: bar.set(done))
     final = trainer.export()
     st.console.print(
-        f"sft: {res.get('steps')} step(s) on {len(examples)} examples, last loss {res.get('loss', 0):.3f}; "
-        f"checkpoint {final}"
+        f"sft: {res.get('steps')} step(s) on {len(examples)} examples in {res.get('precision')}, "
+        f"last loss {res.get('loss', 0):.3f}; checkpoint {final}"
     )
     return {
         "steps": res.get("steps"),
         "examples": len(examples),
         "loss": res.get("loss"),
+        "precision": res.get("precision"),
         "checkpoint": str(final),
     }
 
@@ -675,6 +677,7 @@ def run_job(cfg: JobConfig, console: Console | None = None, *, fresh: bool = Fal
         st.mark(stage, info)
         st.summary[stage] = info
     st.summary["wall_s"] = round(time.perf_counter() - t_job, 1)
+    st.summary["machine"] = machine_info()  # which CPU family the figures hold on
     (cfg.out / "summary.json").write_text(json.dumps(st.summary, indent=1, default=str) + "\n")
     st.console.print(summary_table(st.summary))
     return st.summary

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from coworkenv.errors import SpecError
+from coworkenv.machine import native_bf16
 from coworkenv.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
 from coworkenv.rl.attention import use_tree_attention
 from coworkenv.rl.common import (
@@ -249,14 +250,6 @@ def pack_examples(examples: Sequence[SFTExample], max_nodes: int) -> list[Unit]:
         cur.tree = count > 1
         units.append(cur.finalize())
     return units
-
-
-def native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX, as oneDNN reports it)."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def use_bf16(setting: str) -> bool:

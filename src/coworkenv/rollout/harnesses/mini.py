@@ -44,6 +44,9 @@ class MiniSweAgent(VenvHarness):
     pinned = "2.4.6"
     binary_name = "mini"
 
+    def probe(self) -> tuple[list[str], dict[str, str]]:
+        return [str(self.binary()), "--help"], {}  # mini has no --version
+
     def _paths(self, ctx: HarnessContext) -> tuple[Path, Path]:
         return ctx.home / ".coworkenv" / "mini.yaml", ctx.home / ".coworkenv" / "trajectory.json"
 

@@ -86,6 +86,16 @@ class NpmCliHarness(ABC):
                 f"harness {self.name!r} is not installed ({self.package}@{self.pinned} expected at {path}); "
                 f"run {INSTALL_HINT} {self.name}"
             )
+        if not (self.install_dir() / ".installed").exists():
+            raise HarnessNotInstalled(
+                f"harness {self.name!r} is installed incompletely at {self.install_dir()} (no .installed "
+                f"stamp: an interrupted or older install); run {INSTALL_HINT} {self.name}"
+            )
+
+    def probe(self) -> tuple[list[str], dict[str, str]]:
+        """(argv, extra env) of a run that only proves the CLI starts: prints its version (what
+        ``tests/test_harness_install.py`` runs inside a jail against a fresh install)."""
+        return [str(self.binary()), "--version"], {}
 
     # -- to describe the CLI
 

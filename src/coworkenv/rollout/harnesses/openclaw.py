@@ -54,6 +54,9 @@ class OpenClaw(NpmCliHarness):
                 f"harness 'openclaw' needs Node {NODE_VERSION} at {node24_dir()}; run {INSTALL_HINT} openclaw"
             )
 
+    def probe(self) -> tuple[list[str], dict[str, str]]:
+        return [str(self.binary()), "--version"], {"PATH": f"{node24_dir() / 'bin'}:/usr/bin:/bin"}
+
     def _config(self, ctx: HarnessContext) -> Path:
         return ctx.home / ".openclaw" / "openclaw.json"
 

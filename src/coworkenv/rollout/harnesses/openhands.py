@@ -23,6 +23,10 @@ class OpenHandsSdk(VenvHarness):
     pinned = "1.58.2"
     binary_name = "python"
 
+    def probe(self) -> tuple[list[str], dict[str, str]]:
+        code = "import importlib.metadata as m, openhands.sdk; print(m.version('openhands-sdk'))"
+        return [str(self.binary()), "-c", code], {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
     def prepare(self, ctx: HarnessContext) -> tuple[list[str], dict[str, str]]:
         assert ctx.mcp_url is not None
         config = write_json(
