@@ -19,7 +19,7 @@ from coworkenv.proxy.backends.scripted import SERVICE_CLI as SCRIPTED_SERVICE_CL
 from coworkenv.proxy.backends.scripted import SUBMIT_MARKER, ScriptedBackend
 from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
 from coworkenv.rollout.harnesses import HARNESS_NAMES, HarnessNotInstalled, get_harness
-from coworkenv.rollout.harnesses.npm import harness_dir
+from coworkenv.rollout.harnesses.npm import NpmCliHarness, harness_dir
 from coworkenv.rollout.harnesses.pyvenv import VenvHarness
 from coworkenv.rollout.harnesses.service_cli import SERVICE_CLI
 from coworkenv.rollout.record import RolloutRecord
@@ -64,8 +64,9 @@ def _fake(name: str, root: Path, script: str) -> None:
     binary.write_text(f"#!{sys.executable}\n{script}")
     binary.chmod(0o755)
     harness = get_harness(name)
+    assert isinstance(harness, NpmCliHarness)
+    (harness.install_dir() / ".installed").touch()  # the install script's stamp, written last
     if isinstance(harness, VenvHarness):
-        (harness.install_dir() / ".installed").touch()
         python = harness.python()
         if not python.exists():
             python.symlink_to(sys.executable)

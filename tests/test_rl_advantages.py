@@ -143,6 +143,27 @@ def test_rejection_counts_and_mix_harness() -> None:
     assert c["rejected_infra_failure"] == 1
 
 
+def test_an_unsafe_rollout_is_penalised_even_beside_an_infra_failure() -> None:
+    """A sibling's infra failure would reject the group and hide the forbidden action's penalty:
+    the group is kept without the failed rollout, the unsafe one gets a negative advantage."""
+    safe, unsafe = {"safety": 1.0}, {"safety": 0.0}
+    s = [mk("a", 1, parts=safe), mk("b", 0, parts=unsafe), mk("c", 1, parts=safe)]
+    rep = build_groups(s, 4, infra_failed={"t|h": 1})
+    assert [g.key for g in rep.groups] == ["t|h"]
+    assert rep.kept_unsafe == {"t|h": 1}
+    assert rep.counts()["groups_kept_unsafe"] == 1
+    adv, _ = estimate("grpo", s, P4, infra_failed={"t|h": 1})
+    assert first(adv, "b") < 0 < first(adv, "a")
+    # without an unsafe rollout the failure still rejects the group
+    rep = build_groups([mk("a", 1, parts=safe), mk("c", 0, parts=safe), mk("d", 1, parts=safe)], 4,
+                       infra_failed={"t|h": 1})  # fmt: skip
+    assert rep.groups == []
+    assert rep.rejected["t|h"].startswith("infra_failure")
+    # still a complete group: an unsafe rollout does not make a short group acceptable
+    rep = build_groups(s, 5, infra_failed={"t|h": 1})
+    assert rep.rejected["t|h"].startswith("incomplete")
+
+
 def test_branches_count_one_rollout() -> None:
     s = [mk("a", 1, branch=0), mk("a", 1, branch=1), mk("b", 0)]
     rep = build_groups(s, 2)

@@ -414,6 +414,7 @@ def stage_trees(st: JobState) -> dict[str, Any]:
 
 def stage_train(st: JobState) -> dict[str, Any]:
     from coworkenv.rl.config import RLConfig, RunConfig
+    from coworkenv.rl.offline import infra_failures
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.sample import TrainingSample
 
@@ -446,6 +447,9 @@ def stage_train(st: JobState) -> dict[str, Any]:
     # student stage's rollouts; each later one collects fresh rollouts with the pushed weights, on
     # the training tasks only (the evaluation tasks stay unseen).
     train_tasks, eval_tasks = split_student(st, load_tasks(st))
+    # each update's groups know their infra-failed rollouts (rejected, unless an unsafe sibling
+    # must still be penalised: see coworkenv.rl.advantages.build_groups)
+    failed = infra_failures(st.out / "student")
     for it in range(c.updates):
         if it:
             import shutil
@@ -463,7 +467,8 @@ def stage_train(st: JobState) -> dict[str, Any]:
                 for x in (d / "samples.jsonl").read_text(encoding="utf-8").splitlines()
                 if x.strip()
             ]
-        m = trainer.step(samples)
+            failed = infra_failures(d)
+        m = trainer.step(samples, infra_failed=failed)
         rewards = [s.reward for s in samples]
         m["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
         metrics.append(m)

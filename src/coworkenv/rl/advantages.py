@@ -6,7 +6,10 @@ Contract:
   :class:`Rollout`; rollouts with the same ``group_key`` (``"<task>|<harness>"``) form a
   :class:`Group` — harnesses never share a baseline (mix-harness).
 * :func:`build_groups` rejects, before any estimation and with counts, groups that are incomplete
-  (fewer/more rollouts than ``group_size``) or that contain an infrastructure failure. A non-finite
+  (fewer/more rollouts than ``group_size``) or that contain an infrastructure failure — unless the
+  group holds an unsafe rollout (``safety`` < 1): then the failed rollouts are left out and the rest
+  (≥ 2) is estimated, so a forbidden action is always penalised, never hidden by a sibling's
+  failure (``kept_unsafe`` says which groups, and how many were left out). A non-finite
   reward, reward part or rollout logprob raises :class:`NonFiniteError` naming the rollout; a reward
   part an estimator needs that is missing aborts that rollout (its group is then incomplete).
 * Every estimator maps ``(groups, AdvantageParams) -> {sample_key: per-token advantages}`` where
@@ -71,6 +74,8 @@ class GroupReport:
     groups: list[Group] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
     aborted_rollouts: dict[str, str] = field(default_factory=dict)
+    kept_unsafe: dict[str, int] = field(default_factory=dict)
+    """Groups kept despite infra failures because they hold an unsafe rollout: key → #left out."""
 
     def counts(self) -> dict[str, int]:
         by_reason: dict[str, int] = defaultdict(int)
@@ -80,6 +85,7 @@ class GroupReport:
             "groups_accepted": len(self.groups),
             "groups_rejected": len(self.rejected),
             "rollouts_aborted": len(self.aborted_rollouts),
+            "groups_kept_unsafe": len(self.kept_unsafe),
             **{f"rejected_{k}": v for k, v in sorted(by_reason.items())},
         }
 
@@ -116,7 +122,8 @@ def build_groups(
     """Group samples into rollouts and rollouts into (task, harness) groups, rejecting bad groups.
 
     ``infra_failed`` maps a group key to its number of infrastructure-failed rollouts (from the
-    rollout records); any such group is rejected. ``group_size=None`` accepts any size ≥ 2.
+    rollout records); such a group is rejected unless it holds an unsafe rollout (see the module
+    docstring). ``group_size=None`` accepts any size ≥ 2.
     """
     by_rollout: dict[str, list[TrainingSample]] = defaultdict(list)
     for s in samples:
@@ -147,16 +154,19 @@ def build_groups(
         aborted_in[by_rollout[rid][0].group_key] += 1
     for key in sorted(by_group):
         rollouts = by_group[key]
-        n = len(rollouts)
-        if failed.get(key, 0) > 0:
-            report.rejected[key] = f"infra_failure ({failed[key]} failed rollout(s))"
+        n, n_failed = len(rollouts), failed.get(key, 0)
+        unsafe = any(r.parts.get("safety", 1.0) < 1.0 for r in rollouts)
+        if n_failed > 0 and not unsafe:
+            report.rejected[key] = f"infra_failure ({n_failed} failed rollout(s))"
         elif aborted_in.get(key, 0) > 0:
             report.rejected[key] = f"aborted_sample ({aborted_in[key]} rollout(s) missing rewards)"
-        elif group_size is not None and n != group_size:
+        elif group_size is not None and n + n_failed != group_size:
             report.rejected[key] = f"incomplete ({n}/{group_size} rollouts)"
         elif n < 2:
             report.rejected[key] = f"incomplete ({n} rollout, need ≥ 2)"
         else:
+            if n_failed:
+                report.kept_unsafe[key] = n_failed
             rollouts.sort(key=lambda r: r.rollout_id)
             report.groups.append(Group(key, tuple(rollouts)))
     return report

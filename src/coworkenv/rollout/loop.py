@@ -230,16 +230,26 @@ class AgentLoop:
             if res.limit is not None:
                 body["killed"] = f"the sandbox's {res.limit} limit was exceeded"
             return body
-        path = _inside(ws, str(args.get("path", "")))
-        if path is None:
-            return {"error": "path must stay inside the workspace", "code": "bad_path"}
-        if name == "read_file":
-            if not path.is_file():
-                return {"error": f"no such file: {args.get('path')}", "code": "not_found"}
-            return path.read_text(encoding="utf-8", errors="replace")[:MAX_TOOL_OUTPUT]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(args.get("content", "")), encoding="utf-8")
-        return {"ok": True, "path": str(path.relative_to(ws))}
+        try:
+            return _file_tool(ws, name, args)
+        except (OSError, ValueError, RuntimeError) as exc:
+            # whatever the path does (a directory, a NUL byte, a symlink loop, a full disk), the
+            # model gets a tool error and the rollout goes on: a policy cannot crash its harness
+            return {"error": f"{name} failed: {type(exc).__name__}: {exc}", "code": "io_error"}
+
+
+def _file_tool(ws: Path, name: str, args: dict[str, Any]) -> Any:
+    """``read_file`` / ``write_file`` on a path inside the workspace (raises on any I/O error)."""
+    path = _inside(ws, str(args.get("path", "")))
+    if path is None:
+        return {"error": "path must stay inside the workspace", "code": "bad_path"}
+    if name == "read_file":
+        if not path.is_file():
+            return {"error": f"no such file: {args.get('path')}", "code": "not_found"}
+        return path.read_text(encoding="utf-8", errors="replace")[:MAX_TOOL_OUTPUT]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(args.get("content", "")), encoding="utf-8")
+    return {"ok": True, "path": str(path.relative_to(ws))}
 
 
 def _inside(root: Path, rel: str) -> Path | None:
