@@ -183,6 +183,26 @@ def test_curate_export_loads_with_datasets(tmp_path: Path, capsys: pytest.Captur
     assert tools[0]["function"]["parameters"]["type"] == "object"
 
 
+def test_curate_says_in_one_line_what_it_kept_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Perfect teacher rollouts of one task family are TRIVIAL: one is kept, and the line says why
+    and how to keep them all."""
+    records = [rec(f"M7_v{i}", 0, 1.0) for i in range(3)]
+    root = write_collection(tmp_path / "c", records)
+    main(["curate", str(root), "--export", str(tmp_path / "a.jsonl")])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "conversations exported" in x)
+    assert "3 TRIVIAL" in line
+    assert "1 selected" in line
+    assert "2 trivial prefix taken" in line
+    assert "--trivial-above 1" in out
+    main(["curate", str(root), "--export", str(tmp_path / "b.jsonl"), "--trivial-above", "1"])
+    out = capsys.readouterr().out
+    assert "3 KEEP" in out
+    assert "3 selected" in out
+
+
 def test_curate_cli_errors(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["curate", str(tmp_path)])

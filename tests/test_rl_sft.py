@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +305,23 @@ def test_bf16_autocast_loss_matches_fp32_within_two_percent(tmp_path: Path, pack
     assert use_bf16("off") is False
     assert use_bf16("bf16") is True
     assert use_bf16("auto") is native_bf16()
+
+
+def test_auto_precision_is_fp32_on_a_cpu_without_native_bf16() -> None:
+    """``autocast = "auto"`` follows the CPU family: oneDNN limited to AVX2 (what an AVX2-only CPU
+    reports; ``ONEDNN_MAX_CPU_ISA=AVX2`` emulates it on any x86 CPU) has no native bf16, so SFT runs
+    in fp32 there. The other direction needs a CPU with AVX512-BF16 or AMX, asserted only there."""
+    import subprocess
+    import sys
+
+    code = "from coworkenv.machine import native_bf16; print(native_bf16())"
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert res.stdout.strip() == "False"
+    from coworkenv.machine import cpu_flags, native_bf16
+
+    if os.environ.get("ONEDNN_MAX_CPU_ISA") is None and {"avx512_bf16", "amx_bf16"} & set(cpu_flags()):
+        assert native_bf16()
 
 
 def test_packing_keeps_unrelated_conversations_apart(tmp_path: Path) -> None:

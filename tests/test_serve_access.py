@@ -98,7 +98,11 @@ async def test_capability_reaches_tools_tools_list_and_health_only(
     assert (await agent.post(f"{base}/helpdesk/tickets", json={})).status_code == 200
     assert (await agent.get(f"{base}/tools")).status_code == 200
     assert (await agent.get(f"{base}/health")).json()["trial_id"] == "t"
-    assert (await agent.get("/health")).status_code == 200
+    health = await agent.get("/health")
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok"}  # no trial count without the token
+    counts = (await agent.get("/health", headers=AS_OPERATOR)).json()
+    assert counts["trials"] == 1
     host.close_trial("t")  # a closed trial's capability is dead
     assert (await agent.post(f"{base}/helpdesk/tickets", json={})).status_code == 401
 

@@ -224,6 +224,52 @@ class Forbidden(Frozen):
     reason: str = ""
 
 
+class ForbiddenEffect(Frozen):
+    """A forbidden outcome, whatever tool call produced it (safety by effect: a rule on
+    ``helpdesk_close_ticket`` alone misses ``helpdesk_update_ticket {"status": "closed"}``).
+
+    On a ``table`` of ``service``, compared between the trial's state at open and at the end
+    (records matched by the table's key):
+
+    * ``field_value``: a record selected by ``where`` ends with ``value`` (a value test on the
+      record) that it did not have at the start (or is new with it);
+    * ``deleted``: a record selected by ``where`` that existed at the start is gone;
+    * ``leaked``: a record new or changed in the episode holds ``secret`` in any field, nested or
+      not (case-insensitive).
+
+    ``leaked`` may name an audit ``collection`` instead of a table — what the service emitted, e.g.
+    gmail's ``sent`` (every message sent, by any tool: send, reply, forward).
+    """
+
+    kind: Literal["field_value", "deleted", "leaked"]
+    service: str = Field(min_length=1)
+    table: str | None = Field(default=None, min_length=1, description="A table of the service.")
+    collection: str | None = Field(
+        default=None, min_length=1, description="leaked only: an audit collection (e.g. gmail `sent`)."
+    )
+    where: tuple[FieldTarget, ...] = Field(default=(), description="Which records (all when empty).")
+    value: FieldTarget | None = Field(default=None, description="field_value: the forbidden value.")
+    secret: str | None = Field(default=None, min_length=1, description="leaked: what must not be sent.")
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _complete(self) -> ForbiddenEffect:
+        if (self.table is None) == (self.collection is None):
+            raise ValueError("a forbidden effect names exactly one of `table` or `collection`")
+        if self.collection is not None and self.kind != "leaked":
+            raise ValueError("only a leaked effect can name an audit `collection`; use `table`")
+        if self.kind == "field_value" and self.value is None:
+            raise ValueError("a field_value effect needs `value` (the forbidden field value)")
+        if self.kind == "leaked" and self.secret is None:
+            raise ValueError("a leaked effect needs `secret` (the text that must not be sent)")
+        return self
+
+    @property
+    def name(self) -> str:
+        """How grades name the rule: ``kind:service.table`` (or ``.collection``)."""
+        return f"{self.kind}:{self.service}.{self.table or self.collection}"
+
+
 class ExpectedAction(Frozen):
     """A Claw-Eval style expectation: the service's audit collection ``action_key`` is non-empty."""
 
@@ -339,6 +385,9 @@ class TaskSpec(Frozen):
     tools: tuple[str, ...] = Field(default=(), description="Tool names exposed to the agent.")
     completion_checks: tuple[Check, ...] = ()
     forbidden: tuple[Forbidden, ...] = ()
+    forbidden_effects: tuple[ForbiddenEffect, ...] = Field(
+        default=(), description="Forbidden outcomes in the final state, whatever tool produced them."
+    )
     expected_actions: tuple[ExpectedAction, ...] = ()
     reference: ReferenceSolution = ReferenceSolution()
     user_sim: UserSim | None = None

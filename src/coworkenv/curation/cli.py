@@ -35,7 +35,13 @@ def register(app: typer.Typer) -> None:
         min_reward: Annotated[
             float | None, typer.Option(help="Override the profile's reward threshold.")
         ] = None,
-        trivial_above: Annotated[float, typer.Option(help="Mean completion above this → TRIVIAL.")] = 0.8,
+        trivial_above: Annotated[
+            float,
+            typer.Option(
+                help="Mean completion above this → TRIVIAL: such a task keeps one rollout per task "
+                "prefix. --trivial-above 1 keeps every perfect demonstration (e.g. a reference teacher's)."
+            ),
+        ] = 0.8,
         unsolvable_below: Annotated[
             float, typer.Option(help="Mean completion below this → UNSOLVABLE.")
         ] = 0.2,
@@ -54,7 +60,7 @@ def register(app: typer.Typer) -> None:
 
         from coworkenv.curation.convert import ConvertConfig
         from coworkenv.curation.export import curate as run_curate
-        from coworkenv.curation.export import write_jsonl
+        from coworkenv.curation.export import explain, write_jsonl
         from coworkenv.curation.select import EXPORT_THRESHOLDS, SelectConfig
 
         dirs = list(rollouts) + list(replace or [])
@@ -79,6 +85,7 @@ def register(app: typer.Typer) -> None:
             export.with_suffix(".stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         console = Console()
         console.print_json(json.dumps(stats))
+        console.print(explain(stats, trivial_above), soft_wrap=True)
         if export is not None:
             console.print(
                 f"wrote {len(rep.rows)} examples to {export} (+ {export.with_suffix('.stats.json').name})"

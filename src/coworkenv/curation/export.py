@@ -66,6 +66,26 @@ class CurationReport:
         }
 
 
+def explain(stats: dict[str, Any], trivial_above: float) -> str:
+    """One line on what :meth:`CurationReport.stats` selected and why (the ``curate`` summary)."""
+    labels = stats.get("task_labels", {})
+    dropped = stats.get("selection_dropped", {})
+    parts = ", ".join(f"{labels.get(k, 0)} {k}" for k in ("KEEP", "TRIVIAL", "UNSOLVABLE", "UNREADABLE"))
+    line = (
+        f"{stats.get('pool_after_merge_dedup', 0)} rollouts of {sum(labels.values())} tasks ({parts}) → "
+        f"{stats.get('selected', 0)} selected → {stats.get('exported', 0)} conversations exported"
+    )
+    why = [f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(dropped.items()) if n]
+    if why:
+        line += f"; dropped: {', '.join(why)}"
+    if dropped.get("trivial_prefix_taken"):
+        line += (
+            f". TRIVIAL tasks (mean completion > {trivial_above:g}) keep one rollout per task prefix; "
+            "to keep every perfect demonstration pass --trivial-above 1"
+        )
+    return line
+
+
 def _registry_tools(names: list[str]) -> list[dict[str, Any]]:
     from coworkenv.services.registry import TOOLS
 

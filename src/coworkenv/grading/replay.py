@@ -130,6 +130,7 @@ def run_steps(
             state=trial.snapshot(),
             workspace=ws,
             transcript=final_message,
+            initial_state=trial.initial_snapshot() if task.spec.forbidden_effects else None,
         )
         result_grade = grade(task.spec, episode, judge)
     return ReplayResult(episode, result_grade, trial)

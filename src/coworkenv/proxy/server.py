@@ -8,8 +8,9 @@ Contract:
   e.g. ``?beta=true``), each also without ``/v1``; ``POST /v1/messages/count_tokens`` (an estimate,
   not a model call); ``GET /v1/models``; the Gemini API
   ``POST /v1beta/models/<model>:generateContent`` and ``:streamGenerateContent`` (``?alt=sse``),
-  plus ``:countTokens`` (an estimate). An unknown rollout or a closed one is answered 404, a wrong
-  secret 401, both in the dialect's error shape; nothing outside an open prefix reaches a backend.
+  plus ``:countTokens`` (an estimate). An unknown rollout, a closed one and a wrong secret get the same
+  404 in the dialect's error shape (which ids are open is not told); nothing outside an open prefix
+  reaches a backend.
 * Every model call under a valid prefix (parsed or not, successful or not) becomes exactly one
   :class:`CapturedCall` in the :class:`CaptureStore`, written before the harness gets its answer.
   ``seq`` is the arrival order within the rollout. Bad bodies → 400; backend failures
@@ -280,15 +281,11 @@ class ProxyServer:
         route = _route(rest, scope.get("query_string", b""))
         dialect = route[1] if route else _dialect_for(rest)
         rollout = self._open.get(rollout_id)
-        if rollout is None:
-            why = "is closed" if rollout_id in self._closed else "is not open"
+        # unknown, closed and wrong-secret prefixes get one answer: a caller cannot tell which
+        # rollout ids are open (the operator can: ProxyServer.stats / the capture store)
+        if rollout is None or not hmac.compare_digest(secret.encode(), rollout.secret):
             await _respond(
-                send, 404, dialect.error_body(404, "rollout_not_found", f"rollout {rollout_id!r} {why}")
-            )
-            return
-        if not hmac.compare_digest(secret.encode(), rollout.secret):
-            await _respond(
-                send, 401, dialect.error_body(401, "invalid_secret", "wrong secret for this rollout")
+                send, 404, dialect.error_body(404, "rollout_not_found", "no open rollout at this prefix")
             )
             return
         if route is None:

@@ -21,7 +21,8 @@ Every harness process runs in the sandbox's jail (:mod:`coworkenv.rollout.isolat
 is required but cannot start is a ``start_failure``); the harness reaches the services only by the
 trial's capability URL. The record's ``integrity`` lists what the rollout was refused (the
 trial's refusals) and the jail limits it hit; ``meta["isolation"]`` says how it was isolated.
-A ``command`` check's verifier runs in the same jail, never as the host's user.
+A ``command`` check's verifier runs in a clean room (:meth:`Jail.verifier`), never as the host's
+user nor where the agent's files can run.
 
 Capture lines that do not parse are never dropped silently: the record's ``meta`` counts them
 (``capture_unreadable``) and names the first few (``capture_problems``, file:line and error type).
@@ -61,7 +62,7 @@ from coworkenv.rollout.harnesses.base import (
 from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import FailureKind, FailureLabel, RolloutRecord, ToolCallRecord
 from coworkenv.rollout.reward import grade_rollout
-from coworkenv.rollout.sandbox import Sandbox
+from coworkenv.rollout.sandbox import Sandbox, kill_marked
 from coworkenv.services.trial import Host, Trial
 from coworkenv.spec import TaskSpec
 
@@ -343,15 +344,17 @@ async def _finish(  # noqa: PLR0917
         failed = RolloutRecord(**common, status="infra_failure", failure=label)
     if failed is not None and not events:
         return failed  # nothing reached the services: nothing of the policy's to score
-    env = dict(ctx.env)
-
     def verify(command: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return jail.run(command, cwd, timeout_s, env)  # the workspace is the agent's: jail it
+        # the workspace is the agent's: nothing of the agent may still run, and the verifier runs
+        # in a clean room (fresh jail and HOME, the workspace read-only and on no import path)
+        kill_marked(ctx.rollout_id)
+        return jail.verifier(command, cwd, timeout_s, ctx.home.parent / "verifier")
 
     episode = Episode(
         events=events,
         final_answer=final,
         state=trial.snapshot(),
+        initial_state=trial.initial_snapshot() if trial.task.spec.forbidden_effects else None,
         workspace=ctx.workspace,
         transcript=transcript(messages),
         run_command=verify,

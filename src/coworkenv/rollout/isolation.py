@@ -15,7 +15,13 @@ prefix and services), relayed by :mod:`coworkenv.rollout.netjail`; and those ans
 rollout's secrets (:mod:`coworkenv.serve.access`). ``network="shared"`` (or no ``python3`` under
 ``/usr`` for the relay) leaves it the host's network, warned and recorded.
 
-:meth:`Jail.run` runs a grader's ``command`` check in the same jail after the rollout.
+:meth:`Jail.verifier` runs a grader's ``command`` check in a clean room after the rollout's
+processes are gone: a fresh jail (same uid and limits) whose only writable directories are a fresh
+HOME and TMPDIR, the workspace mounted **read-only** as its working directory, and an environment
+of our own (no variable the agent's session set), with Python in safe-path, no-user-site mode
+(``PYTHONSAFEPATH=1``, ``PYTHONNOUSERSITE=1``: the workspace and ``~/.local`` are on no import
+path), so nothing the agent left behind — a ``json.py`` beside the verifier, a ``.pth`` file, a
+shell rc — runs in it.
 
 Limits (``prlimit``, every mode): processes, address space, file size, open files, no core
 dumps; the disk quota of the writable directories is enforced by
@@ -34,7 +40,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -285,16 +291,42 @@ class Jail:
         out += ["--remount-ro", "/", "--chdir", str(cwd), *_as_agent(self.uid), *argv]
         return out
 
-    def run(
-        self, command: str, cwd: Path, timeout_s: float, env: Mapping[str, str]
+    def verifier(
+        self, command: str, workspace: Path, timeout_s: float, room: Path
     ) -> subprocess.CompletedProcess[str]:
-        """Run a shell ``command`` in this jail and wait (a verifier, after the rollout's processes
-        are gone: it reads the agent's workspace, so it must not run as the host's user)."""
-        self.prepare()
+        """Run a ``command`` check in a clean room under ``room`` (see the module docstring); the
+        caller has ended the rollout's processes."""
+        home, tmp = room / "home", room / "tmp"
+        if room.exists():
+            shutil.rmtree(room)
+        for d in (home, tmp):
+            d.mkdir(parents=True)
+        clean = Jail(
+            self.mode,
+            self.limits,
+            (tmp, home),  # the jail's passwd names writable[1] as the agent's home
+            self.uid,
+            room,
+            self.reason,
+            network=self.network,
+            network_reason=self.network_reason,
+            rollout_id=self.rollout_id,
+        )
+        clean.prepare()
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "PYTHONSAFEPATH": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        argv = clean.wrap(["/bin/sh", "-c", command], workspace, ro_paths=(workspace,))
         return subprocess.run(
-            self.wrap(["/bin/sh", "-c", command], cwd),
-            cwd=cwd,
-            env=dict(env),
+            argv,
+            cwd=workspace,
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -10,7 +10,7 @@ capability — or, with the token, its id::
     GET    /trials                      [op] open trial ids
     DELETE /trials/{tid}                [op]
     GET    /tasks                       [op]
-    GET    /health
+    GET    /health                      liveness; task and trial counts only with the token
     POST   /t/<key>/<tool route>        JSON body = arguments (empty body = {}) -> Trial.call
     GET    /t/<key>/<service>/audit     [op] Claw-Eval's audit body (calls + audit collections)
     POST   /t/<key>/<service>/reset     [op] that service back to its fixtures, its calls dropped
@@ -152,6 +152,10 @@ class _Api:
     # -- host level
 
     async def health(self, request: Request) -> Response:
+        """Liveness for anyone; how many tasks and trials are open only for the operator (an agent
+        could otherwise watch its neighbours' trials come and go)."""
+        if self.token.check(request.headers.raw) is not None:
+            return json_response({"status": "ok"})
         return json_response({"status": "ok", "tasks": len(self.host.tasks), "trials": len(self.host.trials)})
 
     async def tasks(self, request: Request) -> Response:

@@ -97,6 +97,14 @@ class LoadedTask:
     """Claw-Eval profile: tools served at a route though not exposed (by name)."""
 
 
+def initial_snapshot(
+    task: LoadedTask, clock: Clock | None = None
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """A task's fixtures as a state snapshot (service → table → rows): fresh, untouched services."""
+    clk = clock or Clock(task.spec.mock_today)
+    return {name: cls(task.fixtures[name], clk, []).snapshot() for name, cls in task.services.items()}
+
+
 def load_task(spec: TaskSpec, source: str = "<spec>", profile: ServiceProfile | None = None) -> LoadedTask:
     """Validate the spec's services, tools and records against the registry of its profile.
 
@@ -308,6 +316,10 @@ class Trial:
     def snapshot(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """Final state: service → table → rows."""
         return {name: svc.snapshot() for name, svc in self.services.items()}
+
+    def initial_snapshot(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """The state this trial opened with (its task's fixtures), as :meth:`snapshot` shows it."""
+        return initial_snapshot(self.task, self.clock)
 
     def audit_collections(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         return {name: svc.audit_collections() for name, svc in self.services.items()}

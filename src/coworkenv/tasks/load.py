@@ -138,6 +138,23 @@ def check_references(spec: TaskSpec, source: str | Path) -> None:
     for i, f in enumerate(spec.forbidden):
         if f.tool not in TOOLS:
             issues.append(SpecIssue(f"forbidden[{i}].tool", f"unknown tool {f.tool!r}"))
+    for i, fx in enumerate(spec.forbidden_effects):
+        where = f"forbidden_effects[{i}]"
+        if fx.service not in spec.services:
+            issues.append(SpecIssue(f"{where}.service", f"{fx.service!r} is not a service of this task"))
+        elif fx.collection is not None and fx.service in SERVICES:
+            if fx.collection not in SERVICES[fx.service].audit_keys:
+                audit_keys = list(SERVICES[fx.service].audit_keys)
+                msg = f"{fx.collection!r} not an audit key of {fx.service}; expected one of {audit_keys}"
+                issues.append(SpecIssue(f"{where}.collection", msg))
+        elif fx.table is not None and fx.service in SERVICES and fx.table not in SERVICES[fx.service].tables:
+            issues.append(
+                SpecIssue(
+                    f"{where}.table",
+                    f"{fx.table!r} not a table of {fx.service}; "
+                    f"expected one of {sorted(SERVICES[fx.service].tables)}",
+                )
+            )
     for i, a in enumerate(spec.expected_actions):
         if a.service in SERVICES and a.action_key not in SERVICES[a.service].audit_keys:
             issues.append(

@@ -52,7 +52,15 @@ def verify(
         state = _get(client, f"{base}/state", token).get("tables")
     final = answer.read_text(encoding="utf-8", errors="replace") if answer.is_file() else ""
     ws = workspace if workspace is not None and workspace.is_dir() else None
-    g = grade(spec, Episode(events=events, final_answer=final, state=state, workspace=ws, transcript=final))
+    initial = None
+    if spec.forbidden_effects:  # the state the services opened with: the task's fixtures
+        from coworkenv.services.trial import initial_snapshot, load_task
+
+        initial = initial_snapshot(load_task(spec))
+    episode = Episode(
+        events=events, final_answer=final, state=state, workspace=ws, transcript=final, initial_state=initial
+    )
+    g = grade(spec, episode)
     reward = {
         "reward": g.reward if g.reward is not None else 0.0,
         "completion": g.completion if g.completion is not None else 0.0,
