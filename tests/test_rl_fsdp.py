@@ -18,6 +18,7 @@ import torch
 
 from coworkenv.rl.synthetic import branched_group
 from coworkenv.rl.tiny import save_tiny_checkpoint
+from tests.numerics import adam_first_step_gap, rounding
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -67,17 +68,6 @@ shutdown_distributed()
 """
 
 
-def adam_first_step_gap(g1: torch.Tensor, g2: torch.Tensor, *, lr: float, eps: float) -> torch.Tensor:
-    """Per element, the most two first Adam(W) steps, ``lr·f(g)`` with ``f(g) = g/(|g|+ε)``, can
-    differ for gradients ``g1`` and ``g2`` (weight decay scales both weights alike): by the mean
-    value theorem ``|f(g1) − f(g2)| ≤ |g1 − g2| · max f'`` over the segment between them, and
-    ``f'(g) = ε/(|g|+ε)²`` is largest where ``|g|`` is smallest — at the segment's end nearest 0, or
-    at 0 when the signs differ; never more than 2 (``|f| < 1``)."""
-    nearest = torch.where(torch.sign(g1) * torch.sign(g2) > 0, torch.minimum(g1.abs(), g2.abs()), 0.0)
-    slope = eps / (nearest + eps) ** 2
-    return lr * torch.clamp((g1 - g2).abs() * slope, max=2.0)
-
-
 def _run(cmd: list[str]) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COWORKENV_CACHE": "/nonexistent"}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
@@ -116,20 +106,17 @@ def test_fsdp_two_processes_match_one_with_half_the_memory(tmp_path: Path, mode:
     assert g1, "some parameter got a gradient"
     for k in g1:
         torch.testing.assert_close(g2[k], g1[k], rtol=1e-4, atol=1e-6, msg=k)
-    # The update: Adam's first step is lr·g/(|g|+ε) per element (m̂ = g, √v̂ = |g|), a function
-    # whose slope ε/(|g|+ε)² is 1/ε at g = 0: last-bit gradient differences near zero become
-    # lr-sized weight differences, so equal weights cannot be asked for. What FSDP must preserve is
-    # the update of the gradients it computed: each weight within the difference Adam's step allows
-    # between the two runs' gradients, plus fp32 rounding of w and of the step.
+    # The update (tests/numerics.py): what FSDP must preserve is Adam's update of the gradients
+    # it computed — each weight within the gap Adam's first step allows between the two runs'
+    # gradients, plus fp32 rounding of w and of the step; equal weights cannot be asked for.
     optim = json.loads((one / "optim.json").read_text())
     assert optim == json.loads((two / "optim.json").read_text())
     p1, p2 = torch.load(one / "params.pt"), torch.load(two / "params.pt")
     assert p1.keys() == p2.keys() == g1.keys()
     for k in p1:
         bound = adam_first_step_gap(g1[k], g2[k], lr=optim["lr"], eps=optim["eps"])
-        rounding = 4 * torch.finfo(torch.float32).eps * (p1[k].abs() + optim["lr"])
         gap = (p2[k] - p1[k]).abs()
-        worst = float((gap - bound - rounding).max())
+        worst = float((gap - bound - rounding(p1[k], optim["lr"])).max())
         assert worst <= 0, (k, worst)
     # the exported (merged) weights are the trained ones: equal to the trainer's own in each run
     w1, w2 = load_file(one / "final" / "model.safetensors"), load_file(two / "final" / "model.safetensors")
