@@ -34,6 +34,7 @@ warned). The mode and any fallback reason go into every rollout's ``meta["isolat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -301,17 +302,9 @@ class Jail:
             shutil.rmtree(room)
         for d in (home, tmp):
             d.mkdir(parents=True)
-        clean = Jail(
-            self.mode,
-            self.limits,
-            (tmp, home),  # the jail's passwd names writable[1] as the agent's home
-            self.uid,
-            room,
-            self.reason,
-            network=self.network,
-            network_reason=self.network_reason,
-            rollout_id=self.rollout_id,
-        )
+        # this jail's mode, uid, limits and network; only the room writable (the jail's passwd
+        # names writable[1] as the agent's home), nothing of the rollout's watched or recorded
+        clean = dataclasses.replace(self, writable=(tmp, home), passwd_dir=room, watched=(), events=[])
         clean.prepare()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
