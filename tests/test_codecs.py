@@ -46,9 +46,8 @@ def test_smollm2_puts_tools_and_an_example_call_in_the_system_prompt() -> None:
     # the tool block first (shared by a task family), the caller's system text (per task) after it
     assert system.startswith("<|im_start|>system\nYou can call tools.")
     assert system.endswith("\n\nYou are a support agent.")
-    assert '"name": "helpdesk_list_tickets"' in system
-    assert '"description": "List tickets"' in system
-    assert '"required": ["status"]' in system
+    assert "\nhelpdesk_list_tickets(status: string) — List tickets\n" in system
+    assert "\nhelpdesk_update_ticket() — Update a ticket\n" in system
     assert (
         '<tool_call>{"name": "helpdesk_list_tickets", "arguments": {"status": "..."}}</tool_call>' in system
     )
@@ -59,6 +58,60 @@ def test_smollm2_puts_tools_and_an_example_call_in_the_system_prompt() -> None:
     )
     assert '<|im_start|>user\n<tool_response>\n[{"ticket_id": "TK-1"}]\n</tool_response><|im_end|>' in text
     assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_smollm2_json_keeps_the_full_schema_lines() -> None:
+    system = get_codec("smollm2-json").render_text(convo()).split("<|im_end|>")[0]
+    assert json.dumps(LIST.model_dump()) in system
+    assert '"required": ["status"]' in system
+
+
+def test_compact_signature_keeps_every_fact_a_call_needs() -> None:
+    tool = ToolSpec(
+        name="todo_create_task",
+        description="Create a to-do item.",
+        parameters={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "task_id": {"type": "string", "description": "Task ID"},
+                "title": {"type": "string", "minLength": 1, "description": "Task title"},
+                "priority": {"type": "string", "enum": ["high", "low"], "default": "low"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 366, "description": "Days ahead"},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "Labels"},
+                "owner": {
+                    "type": "object",
+                    "properties": {"email": {"type": "string", "description": "Work address"}},
+                    "required": ["email"],
+                },
+                "amount": {"type": ["number", "null"], "x-unit": "EUR"},
+            },
+            "required": ["task_id", "title"],
+        },
+    )
+    line = get_codec("smollm2").render_text(
+        ChatRequest(messages=(Message(role="user", content="hi"),), tools=(tool,))
+    )
+    sig = next(x for x in line.splitlines() if x.startswith("todo_create_task("))
+    assert sig.startswith(
+        "todo_create_task(task_id: string, title: string len>=1, "
+        'priority?: "high"|"low" = "low", days?: integer 1..366, tags?: string[], '
+        'owner?: {email: string}, amount?: number|null x-unit="EUR") — Create a to-do item'
+    )
+    # descriptions that restate the name are dropped, informative ones kept (nested ones too)
+    assert "Task ID" not in sig
+    assert "Task title" not in sig
+    assert "days: Days ahead" in sig
+    assert "tags: Labels" in sig
+    assert "owner.email: Work address" in sig
+
+
+def test_compact_tool_block_is_smaller_than_the_json_lines() -> None:
+    from coworkenv.proxy.codecs.smollm2 import tool_block
+
+    assert len(tool_block(TOOLS, "compact")) < len(tool_block(TOOLS, "json"))
+    with pytest.raises(ValueError, match="tool_format"):
+        get_codec("smollm2").__class__(tool_format="yaml")  # type: ignore[arg-type]
 
 
 def test_hermes_renders_the_native_tools_section() -> None:

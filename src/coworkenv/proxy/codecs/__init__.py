@@ -1,6 +1,7 @@
 """Chat templates and tool-call codecs per model family.
 
-``get_codec(family, tokenizer)``: ``smollm2`` (ChatML, tools in the system prompt), ``hermes``
+``get_codec(family, tokenizer)``: ``smollm2`` (ChatML, tools in the system prompt as compact
+signatures; ``smollm2-json``: as JSON Schema lines), ``hermes``
 (Qwen/Hermes native tools section), ``generic`` (the tokenizer's own ``apply_chat_template``).
 See :mod:`.base` for the contract and :mod:`.parse` for what output is accepted as a tool call.
 """
@@ -16,13 +17,15 @@ from coworkenv.proxy.codecs.hermes import HermesCodec
 from coworkenv.proxy.codecs.parse import parse_turn
 from coworkenv.proxy.codecs.smollm2 import SmolLM2Codec
 
-FAMILIES = ("smollm2", "hermes", "generic")
+FAMILIES = ("smollm2", "smollm2-json", "hermes", "generic")
 
 
 def get_codec(family: str = "smollm2", tokenizer: Any | None = None) -> Codec:
     """The codec of a model family; ``generic`` needs the HF tokenizer."""
     if family == "smollm2":
         return SmolLM2Codec()
+    if family == "smollm2-json":
+        return SmolLM2Codec(tool_format="json")
     if family in ("hermes", "qwen"):
         return HermesCodec()
     if family == "generic":

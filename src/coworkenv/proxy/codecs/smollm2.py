@@ -1,11 +1,14 @@
 """SmolLM2-Instruct: ChatML whose template ignores ``tools``, so tools go into the system prompt.
 
-The system turn is a tool block — each tool as one JSON line (name, description, parameters), the
-call format and an example call built from the first tool's required parameters — followed by the
-caller's system text (or SmolLM2's default). The tool block comes first because it is what the
-conversations of a task family share, token for token, while the system text carries per-task
-details such as the date: the generation engine's prefix cache and SFT packing then share the
-whole tool block instead of stopping at the first differing character. Calls are written on one line,
+The system turn is a tool block — each tool as one compact signature line
+(:mod:`.signature`: types, required/optional, enums, defaults, bounds and descriptions, about
+half the JSON Schema's tokens), the call format and an example call built from the first tool's
+required parameters — followed by the caller's system text (or SmolLM2's default).
+``tool_format="json"`` (family ``smollm2-json``) writes each tool as its full JSON object instead.
+The tool block comes first because it is what the conversations of a task family share, token
+for token, while the system text carries per-task details such as the date: the generation
+engine's prefix cache and SFT packing then share the whole tool block instead of stopping at the
+first differing character. Calls are written on one line,
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; tool results come back as a user turn
 of ``<tool_response>`` blocks. Without tools the rendering equals SmolLM2's own chat template.
 """
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from coworkenv.proxy.codecs.base import Codec, hermes_call_text
 from coworkenv.proxy.codecs.chatml import render_chatml
+from coworkenv.proxy.codecs.signature import signature
 from coworkenv.proxy.messages import ChatRequest, ToolCall, ToolSpec
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -44,12 +48,21 @@ def example_arguments(tool: ToolSpec) -> dict[str, Any]:
     return out
 
 
-def tool_block(tools: Sequence[ToolSpec]) -> str:
-    lines = [json.dumps(t.model_dump(), ensure_ascii=False) for t in tools]
+ToolFormat = Literal["compact", "json"]
+TOOL_FORMATS: tuple[ToolFormat, ...] = ("compact", "json")
+
+
+def tool_block(tools: Sequence[ToolSpec], tool_format: ToolFormat = "compact") -> str:
+    if tool_format == "json":
+        head = "The available tools, one JSON object per line:"
+        lines = [json.dumps(t.model_dump(), ensure_ascii=False) for t in tools]
+    else:
+        head = "The available tools, one per line: name(arguments; ? = optional) — what it does:"
+        lines = [signature(t) for t in tools]
     first = {"name": tools[0].name, "arguments": example_arguments(tools[0])}
     example = json.dumps(first, ensure_ascii=False)
     return (
-        "\n\nYou can call tools. The available tools, one JSON object per line:\n"
+        f"\n\nYou can call tools. {head}\n"
         + "\n".join(lines)
         + "\n\nTo call a tool, reply with exactly one line per call:\n"
         '<tool_call>{"name": "<tool name>", "arguments": {<arguments as a JSON object>}}</tool_call>\n'
@@ -62,10 +75,17 @@ def tool_block(tools: Sequence[ToolSpec]) -> str:
 class SmolLM2Codec(Codec):
     family: ClassVar[str] = "smollm2"
 
+    def __init__(self, tool_format: ToolFormat = "compact") -> None:
+        if tool_format not in TOOL_FORMATS:
+            raise ValueError(f"tool_format {tool_format!r}: choose one of {', '.join(TOOL_FORMATS)}")
+        self.tool_format: ToolFormat = tool_format
+
     def render_text(self, request: ChatRequest) -> str:
         def system(text: str | None) -> str:
             base = DEFAULT_SYSTEM if text is None else text
-            return tool_block(request.tools).lstrip() + "\n\n" + base if request.tools else base
+            if not request.tools:
+                return base
+            return tool_block(request.tools, self.tool_format).lstrip() + "\n\n" + base
 
         return render_chatml(request, system, self.format_assistant)
 
