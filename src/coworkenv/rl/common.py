@@ -143,21 +143,35 @@ def save_checkpoint(
     state: dict[str, Any],
     *,
     extra: dict[str, torch.nn.Module] | None = None,
+    keep: int = 0,
 ) -> Path:
+    """Write ``checkpoints/step-NNNNNN`` and point ``checkpoints/latest`` at it, so that a process
+    killed at any instant leaves ``latest`` naming a complete checkpoint: the directory is written
+    under a ``.tmp`` name and renamed, the marker replaced atomically, and only then are checkpoints
+    older than the newest ``keep`` (0: none) deleted."""
+    import shutil
+
     root = out_dir / "checkpoints"
     d = root / f"step-{step:06d}"
     tmp = d.with_name(d.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    if tmp.exists():
+        shutil.rmtree(tmp)  # a torn write of an earlier, killed process
+    tmp.mkdir(parents=True)
     torch.save(trainable_state(model, extra), tmp / "trainable.pt")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
     if d.exists():
-        import shutil
-
         shutil.rmtree(d)
     tmp.replace(d)
-    (root / "latest").write_text(d.name)
+    marker = root / "latest.tmp"
+    marker.write_text(d.name)
+    marker.replace(root / "latest")
+    if keep:
+        done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp"))
+        for old in done[:-keep]:
+            if old != d:
+                shutil.rmtree(old, ignore_errors=True)
     return d
 
 
@@ -165,8 +179,9 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
     marker = out_dir / "checkpoints" / "latest"
     if not marker.exists():
         return None
-    d = out_dir / "checkpoints" / marker.read_text().strip()
-    return d if (d / "state.json").exists() else None
+    name = marker.read_text().strip()
+    d = out_dir / "checkpoints" / name
+    return d if name and (d / "state.json").exists() else None
 
 
 def load_checkpoint(
@@ -201,6 +216,23 @@ class MetricsLog:
                 self._tb = SummaryWriter(str(out_dir / "tb"))
             except ImportError:
                 self._tb = None
+
+    def truncate(self, step: int) -> None:
+        """Drop the rows after ``step``: on resume from a checkpoint at ``step``, the rows a killed
+        process logged past it describe updates that are about to be redone, and would repeat."""
+        if not self.enabled or not self.path.exists():
+            return
+        keep = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line
+            if int(row.get("step", 0)) <= step:
+                keep.append(line)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
+        tmp.replace(self.path)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:

@@ -65,6 +65,9 @@ class RunConfig(BaseModel):
     out_dir: Path = Path("runs/train")
     seed: int = 0
     save_every: int = Field(0, ge=0, description="optimizer steps between checkpoints; 0 = only at end")
+    keep_checkpoints: int = Field(
+        0, ge=0, description="newest resumable checkpoints kept on disk; 0 = keep every one"
+    )
     resume: bool = True
     max_steps: int | None = Field(None, gt=0)
     progress: bool = True

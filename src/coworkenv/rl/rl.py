@@ -181,6 +181,7 @@ class RLTrainer:
             if ck is not None:
                 st = load_checkpoint(ck, self.model, self.optimizer, self.extra)
                 self.step_count, self.version = int(st["step"]), int(st["version"])
+            self.metrics.truncate(self.step_count)
 
     def _base(self) -> Any:
         return self.model.get_base_model() if is_peft(self.model) else self.model
@@ -270,10 +271,12 @@ class RLTrainer:
                 model = plain_copy(self.model) if self.sharded else self.model  # collective
                 if self.rank == 0:
                     self.on_weights(model, self.version)
-            if cfg.run.save_every and self.step_count % cfg.run.save_every == 0:
-                self.save()
         metrics.update(policy_version=self.version, updates=updated, step_s=time.perf_counter() - t0)
+        # the row first, then the checkpoint: a kill between the two redoes this step from the last
+        # checkpoint, and the resumed trainer drops the row it is about to write again
         self.metrics.log(self.step_count, metrics)
+        if updated and cfg.run.save_every and self.step_count % cfg.run.save_every == 0:
+            self.save()
         return metrics
 
     def _with_signal(
@@ -452,4 +455,5 @@ class RLTrainer:
             self.optimizer,
             {"version": self.version, "kind": "rl", "estimator": self.cfg.estimator},
             extra=self.extra,
+            keep=self.cfg.run.keep_checkpoints,
         )

@@ -287,6 +287,8 @@ class SFTTrainer:
         self.metrics = MetricsLog(cfg.run.out_dir, enabled=log_metrics)
         if cfg.run.resume and (ck := latest_checkpoint(cfg.run.out_dir)) is not None:
             self.step_count = int(load_checkpoint(ck, self.model, self.optimizer)["step"])
+        if cfg.run.resume:
+            self.metrics.truncate(self.step_count)
 
     def _loss(self, batch: Sequence[SFTExample]) -> tuple[torch.Tensor, int]:
         length = max(len(e.ids) for e in batch)
@@ -415,7 +417,12 @@ class SFTTrainer:
 
     def save(self) -> Path:
         return save_checkpoint(
-            self.cfg.run.out_dir, self.step_count, self.model, self.optimizer, {"kind": "sft"}
+            self.cfg.run.out_dir,
+            self.step_count,
+            self.model,
+            self.optimizer,
+            {"kind": "sft"},
+            keep=self.cfg.run.keep_checkpoints,
         )
 
     def export(self, path: Path | None = None) -> Path:
