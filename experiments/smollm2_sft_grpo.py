@@ -1,32 +1,31 @@
 """SmolLM2-135M on procedurally synthesized tasks: base → SFT on teacher demos → GRPO (loop) → GRPO (harness).
 
-Protocol (issue 19; fixed before the run and written into the report): training tasks from procedural
-seed 0; held-out A = ``--heldout`` (≥ 40) procedural tasks from the unseen seed 1, cycling over all 13
-templates; held-out B = the Claw-Eval tasks under ``--claw-eval`` whose own ``grader.py`` asks no judge
-(probed before the run); ``--trials`` (≥ 4) per task; primary metric completion (0–100), beside score,
-Pass@k and Pass^k at 0.75 and safety violations, each with a 95% bootstrap interval over tasks
-(:func:`coworkenv.eval.metrics.headline`). ``summary.json`` holds them per held-out set and stage.
+Protocol (issue 26; fixed before the run and written into the report): training tasks from generator
+seed 0 (templates and composed tasks); held-out A = ``--heldout`` template tasks from the unseen seed
+1 cycling over all 13 templates and ``--heldout-composed`` seed-1 composed tasks whose structures no
+training task has; held-out B = the Claw-Eval tasks under ``--claw-eval`` whose own ``grader.py``
+asks no judge (probed before the run). One greedy trial per task gives completion (0–100, primary),
+score and safety; ``--sample-trials`` sampled trials give Pass@k / Pass^k at 0.75 (base, SFT, final);
+95% bootstrap intervals over tasks, and a paired one for every stage-to-stage delta.
 
-Contract: every stage only calls library code (synthesis, rollouts, curation, SFT, trees, RL trainer,
-metrics) and writes its result to ``<work>/<stage>.json`` (wall seconds and peak RSS included); a
-stage whose JSON exists is skipped, so an interrupted run resumes. Big artifacts (rollouts,
-checkpoints) stay under ``--work``; the commit-worthy outputs (``metrics.json``, ``report.md``,
-``reward_curve.png``) go to ``--results``.
+Contract: every stage only calls library code (synthesis, rollouts, curation, SFT, trees, dynamic
+sampling, RL trainer, metrics) and writes its result to ``<work>/<stage>.json`` and
+``<results>/stages/``; a finished stage is skipped, so the same command resumes. Inside a stage the
+grain of resumption is one SFT optimizer step, one RL update, one evaluation rollout; the working
+state lives in ``--work`` (default ``<cache>/experiments/<run>``, outside the work tree) and
+``<results>/progress.json`` says where the run stands after every unit of work.
 
 Stages:
 
-* ``synth``       training suite (generator seed 0) and held-out suite (unseen seed 1, distinct templates);
-                  ``--split structure``: both from the compositional generator, held-out tasks drawn
-                  from structures (anchor, conditions, joins, writes, mode) no training task has
+* ``synth``       training and held-out suites (above)
 * ``teacher``     reference solutions of the training suite through the built-in loop → ``curate`` → SFT JSONL
-* ``base_eval``   (a) the embedded SmolLM2 on the held-out suite, ``--trials`` each
-* ``sft``         (b) SFT (full or LoRA) on the curated demos; merged checkpoint exported; then ``sft_eval``
-* ``grpo``        (c) GRPO continued from (b): rollouts (group ``--grpo-group``) → trees → ``RLTrainer.step``,
-                  weights pushed to the backend between steps; merged checkpoint exported; then ``grpo_eval``
-* ``harness``     (d) ``--harness-steps`` GRPO steps through a real CLI harness (the first of ``--harnesses``
-                  that runs) on ``--harness-task-ids`` (training-suite ids or Claw-Eval task dirs),
-                  weights pushed to the serving backend between steps; reports per-step parameter deltas
-* ``report``      table, reward curve PNG, metrics JSON
+* ``base_eval``   (a) the embedded SmolLM2 on every held-out set (greedy, then sampled); determinism
+* ``sft_pilot``   LoRA vs full fine-tuning for ``--pilot-steps``, picked by held-out loss per CPU-hour
+* ``sft``         (b) SFT with the picked mode (continuing from the pilot's steps); then ``sft_eval``
+* ``grpo``        (c) GRPO (and the other ``--estimators``, same budget) from (b): dynamic sampling → trees →
+                  ``RLTrainer.step``, weights pushed to the backend between updates; then ``grpo_eval``
+* ``harness``     (d) mix-harness GRPO through a real CLI harness beside the loop; held-out A through it
+* ``report``      table, curves PNG, summary and metrics JSON
 
 Task limits: the built-in loop reads ``spec.limits.max_turns``; this script caps it (and the timeout)
 by copying each spec with ``--max-turns`` / ``--timeout-s`` (the task data, not the loop, changes).
@@ -50,7 +49,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-STAGES = ("synth", "teacher", "base_eval", "sft", "sft_eval", "grpo", "grpo_eval", "harness", "report")
+STAGES = (
+    "synth",
+    "teacher",
+    "base_eval",
+    "sft_pilot",
+    "sft",
+    "sft_eval",
+    "grpo",
+    "grpo_eval",
+    "harness",
+    "report",
+)
 
 
 # ---------------------------------------------------------------- bookkeeping
@@ -74,18 +84,125 @@ def log(msg: str) -> None:
     print(f"[{datetime.now(UTC).strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class Progress:
+    """``progress.json``: where the run stands — stage, step of total, curves so far, wall time and
+    peak memory per stage, summed over every stretch of work — rewritten atomically (into the work
+    dir and ``--results``) after every unit of work and once a minute in between, so a stretch
+    stopped at any instant loses at most a minute of accounting and none of the run."""
+
+    def __init__(self, e: Exp) -> None:
+        import threading
+
+        self.e = e
+        self.paths = [e.path("progress.json"), e.a.results / "progress.json"]
+        old = next((json.loads(p.read_text()) for p in self.paths if p.exists()), None)
+        self.state: dict[str, Any] = old or {
+            "run": e.a.run,
+            "status": "in progress",
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "stages": {},
+            "curves": {},
+        }
+        self.state["stretches"] = int(self.state.get("stretches", 0)) + 1
+        self.state["command"] = " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+        from coworkenv.machine import machine_info
+
+        self.state["machine"] = machine_info()
+        self.stage: str | None = None
+        self.count: Callable[[], tuple[int, int]] | None = None
+        self._t = time.perf_counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._write()
+        threading.Thread(target=self._beat, daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(60):
+            if self.stage is not None:
+                self.tick(self.stage)
+
+    def start(self, stage: str) -> None:
+        self.tick(stage)
+        self.stage = stage
+        self.count = None
+
+    def tick(self, stage: str, step: int | None = None, total: int | None = None, **curves: Any) -> None:
+        """Account the time since the last tick to ``stage``; record its step and ``curves``."""
+        with self._lock:
+            now = time.perf_counter()
+            st = self.state["stages"].setdefault(stage, {"wall_s": 0.0})
+            if self.stage == stage:
+                st["wall_s"] = round(st["wall_s"] + now - self._t, 1)
+            self._t = now
+            st["peak_rss_mb"] = max(float(st.get("peak_rss_mb", 0.0)), peak_rss_mb())
+            if step is None and self.count is not None:
+                step, total = self.count()
+            if step is not None:
+                st.update(step=step, total=total)
+            self.state["curves"].update(curves)
+            self.state.update(stage=stage, updated=datetime.now(UTC).isoformat(timespec="seconds"))
+            self._write()
+
+    def finish(self, stage: str, info: dict[str, Any]) -> None:
+        self.tick(stage)
+        with self._lock:
+            st = self.state["stages"][stage]
+            st["done"] = True
+            info["wall_s"] = st["wall_s"]
+            info["peak_rss_mb"] = st["peak_rss_mb"]
+            done = [s for s in STAGES if (self.state["stages"].get(s) or {}).get("done")]
+            if all(s in done for s in self.e.a.stages):
+                self.state["status"] = "finished"
+            self._write()
+        self.stage = None
+
+    def _write(self) -> None:
+        text = json.dumps(self.state, indent=1, default=str) + "\n"
+        for p in self.paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(p)
+
+
+# what a finished stage leaves for the next ones: a stage whose JSON exists but whose artifacts do
+# not (a fresh machine, restored from the committed stage JSONs) runs again — synth and teacher are
+# deterministic and cheap; the others' results are what the committed JSON holds
+STAGE_ARTIFACTS: dict[str, tuple[str, ...]] = {
+    "synth": ("synth/train/tasks", "synth/heldout/tasks"),
+    "teacher": ("sft.jsonl",),
+    "sft": ("sft/final/config.json",),
+    "grpo": ("grpo/final/config.json",),
+}
+
+
 class Exp:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         self.work: Path = args.work
         self.work.mkdir(parents=True, exist_ok=True)
+        self.restore()
+        self.progress = Progress(self)
 
     def path(self, *parts: str) -> Path:
         return self.work.joinpath(*parts)
 
+    def restore(self) -> None:
+        """A fresh machine: the committed stage results (``--results/stages``) into the work dir."""
+        committed = self.a.results / "stages"
+        for p in sorted(committed.glob("*.json")) if committed.is_dir() else []:
+            if not self.path(p.name).exists():
+                self.path(p.name).write_text(p.read_text())
+                log(f"restored {p.name} from {committed}")
+
     def result(self, stage: str) -> dict[str, Any] | None:
         p = self.path(f"{stage}.json")
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        if any(not self.path(a).exists() for a in STAGE_ARTIFACTS.get(stage, ())):
+            return None  # restored from the commit, but its artifacts are not on this machine
+        out: dict[str, Any] = json.loads(p.read_text())
+        return out
 
     def run_stage(self, stage: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         done = self.result(stage)
@@ -94,11 +211,14 @@ class Exp:
             return done
         log(f"{stage}: start")
         reset_peak_rss()
-        t0 = time.perf_counter()
+        self.progress.start(stage)
         info = fn()
-        info["wall_s"] = round(time.perf_counter() - t0, 1)
-        info["peak_rss_mb"] = peak_rss_mb()
-        self.path(f"{stage}.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+        self.progress.finish(stage, info)
+        text = json.dumps(info, indent=1, default=str) + "\n"
+        self.path(f"{stage}.json").write_text(text)
+        committed = self.a.results / "stages"
+        committed.mkdir(parents=True, exist_ok=True)
+        (committed / f"{stage}.json").write_text(text)
         log(f"{stage}: done in {info['wall_s']}s, peak RSS {info['peak_rss_mb']} MB")
         return info
 
@@ -178,23 +298,36 @@ def heldout_sets(e: Exp) -> dict[str, list[Any]]:
 
 
 def eval_set(  # noqa: PLR0917
-    e: Exp, name: str, tasks: Sequence[Any], backend: Any, out: Path, harness: str = "loop"
+    e: Exp,
+    name: str,
+    tasks: Sequence[Any],
+    backend: Any,
+    out: Path,
+    harness: str = "loop",
+    *,
+    trials: int = 1,
+    temperature: float | None = None,
 ) -> dict[str, Any]:
+    """``trials`` rollouts per task at ``temperature`` (default ``--eval-temperature``: greedy),
+    resumable rollout by rollout (the runner skips what ``out`` already holds)."""
     from coworkenv.eval.metrics import headline, summarize
     from coworkenv.proxy.backends.sampling import FixedSampling
 
-    # every evaluation decodes at --eval-temperature (default greedy); the RL groups sample at --temperature
-    sampled = FixedSampling(backend, e.a.eval_temperature)
-    recs = rollouts(e, tasks, [harness], e.a.trials, sampled, out, harness_objects=objects(e, harness))
-    s = summarize(recs, k=e.a.trials, threshold=0.75)
+    temp = e.a.eval_temperature if temperature is None else temperature
+    sampled = FixedSampling(backend, temp)
+    total = len(tasks) * trials
+    e.progress.count = lambda: (_done_rollouts(out), total)
+    recs = rollouts(e, tasks, [harness], trials, sampled, out, harness_objects=objects(e, harness))
+    s = summarize(recs, k=trials, threshold=0.75)
     h = headline(s, seed=e.a.seed)
     log(
-        f"  {name}: completion {_f(h.completion)} {_ci(h.completion_ci)}, score {_f(h.score)}, "
-        f"pass@{s.k} {_f(h.pass_at_k)}, pass^{s.k} {_f(h.pass_hat_k)}, "
+        f"  {name} (T={temp}, {trials} trial(s)): completion {_f(h.completion)} {_ci(h.completion_ci)}, "
+        f"score {_f(h.score)}, pass@{s.k} {_f(h.pass_at_k)}, pass^{s.k} {_f(h.pass_hat_k)}, "
         f"{h.safety_violations} safety violation(s)"
     )
     judged = [r for r in recs if r.graded_by is not None and r.graded_by.judge_calls]
     return {
+        "temperature": temp,
         "headline": h.model_dump(),
         "overall": s.overall.model_dump(),
         "tasks": [t.model_dump() for t in s.tasks],
@@ -207,35 +340,92 @@ def eval_set(  # noqa: PLR0917
     }
 
 
-def evaluate(e: Exp, name: str, checkpoint: str) -> dict[str, Any]:
-    """``checkpoint`` on every held-out set."""
+def _done_rollouts(out: Path) -> int:
+    p = out / "rollouts.jsonl"
+    return sum(1 for x in p.read_text().splitlines() if x.strip()) if p.exists() else 0
+
+
+def evaluate(e: Exp, name: str, checkpoint: str, *, sampled: bool = True) -> dict[str, Any]:
+    """``checkpoint`` on every held-out set: greedy, then (``sampled``) Pass@k / Pass^k trials."""
     backend = backend_from(checkpoint, e, e.a.seed + 1)
     try:
-        return {"checkpoint": checkpoint, **evaluate_backend(e, name, backend)}
+        out = {"checkpoint": checkpoint, **evaluate_backend(e, name, backend, sampled=sampled)}
+        if name == "base_eval" and e.a.determinism_tasks:
+            out["determinism"] = determinism_check(e, backend, out["sets"]["A"])
+        return out
     finally:
         backend.close()
 
 
 def evaluate_backend(
-    e: Exp, name: str, backend: Any, *, only_a: int = 0, harness: str = "loop"
+    e: Exp, name: str, backend: Any, *, only_a: int = 0, harness: str = "loop", sampled: bool = False
 ) -> dict[str, Any]:
     """The policy ``backend`` serves, on every held-out set (``only_a``: the first n tasks of A
-    only, for the evaluations between GRPO updates)."""
+    only, for the evaluations between GRPO updates): one greedy trial per task — greedy decoding
+    makes every trial of a task the same (:func:`determinism_check` measures it) — for completion,
+    score and safety; with ``sampled``, ``--sample-trials`` trials per task at
+    ``--sample-temperature`` beside it, for Pass@k and Pass^k (``sets[X]["sampled"]``)."""
     out: dict[str, Any] = {"sets": {}, "policy_version": backend.policy_version, "harness": harness}
     for key, suite in heldout_sets(e).items():
         if (only_a or harness != "loop") and key != "A":
             continue
         tasks = suite[:only_a] if only_a else suite
-        out["sets"][key] = eval_set(e, f"{name} {key}", tasks, backend, e.path(name, key), harness=harness)
+        ev = eval_set(e, f"{name} {key}", tasks, backend, e.path(name, key), harness=harness)
+        if sampled and e.a.sample_trials > 1:
+            ev["sampled"] = eval_set(
+                e,
+                f"{name} {key} sampled",
+                tasks,
+                backend,
+                e.path(name, f"{key}-sampled"),
+                harness=harness,
+                trials=e.a.sample_trials,
+                temperature=e.a.sample_temperature,
+            )
+            for k in ("pass_at_k", "pass_at_k_ci", "pass_hat_k", "pass_hat_k_ci", "k"):
+                ev["headline"][k] = ev["sampled"]["headline"][k]
+        out["sets"][key] = ev
+        e.progress.tick(e.progress.stage or name)
     a = out["sets"]["A"]
     out["overall"] = a["overall"]  # the primary set's, for the per-task tables
     out["tasks"] = a["tasks"]
     return out
 
 
+def determinism_check(e: Exp, backend: Any, greedy_a: dict[str, Any]) -> dict[str, Any]:
+    """The claim behind one greedy trial per task, measured: the first ``--determinism-tasks``
+    tasks of A again, 2 greedy trials each (concurrently, so batched beside each other as in the
+    evaluation), compared with the evaluation's trial: the same model calls and the same reward."""
+    from coworkenv.proxy.backends.sampling import FixedSampling
+    from coworkenv.rollout.record import read_records
+
+    tasks = heldout_sets(e)["A"][: e.a.determinism_tasks]
+    out = e.path("base_eval", "determinism")
+    rollouts(e, tasks, ["loop"], 2, FixedSampling(backend, 0.0), out)
+    first, _ = read_records(e.path("base_eval", "A", "rollouts.jsonl"))
+    again, _ = read_records(out / "rollouts.jsonl")
+
+    def trace(r: Any) -> Any:
+        calls = [(c.tool, json.dumps(c.args, sort_keys=True)) for c in r.tool_calls]
+        said = [m.content for m in r.messages if m.role == "assistant"]
+        return (r.status, calls, said, r.final_answer, r.rewards.reward if r.rewards else None)
+
+    by_task: dict[str, list[Any]] = {}
+    for r in [*first, *again]:
+        if r.task_id in {t.id for t in tasks}:
+            by_task.setdefault(r.task_id, []).append(trace(r))
+    same = sorted(t for t, xs in by_task.items() if len(xs) == 3 and all(x == xs[0] for x in xs))
+    differ = sorted(t for t in by_task if t not in same)
+    log(f"  determinism: {len(same)}/{len(by_task)} tasks gave 3 identical greedy trials")
+    return {"tasks": len(by_task), "identical": len(same), "differ": differ, "trials_compared": 3}
+
+
 def template_of(task_id: str) -> str:
-    """``proc-s1-00012-vendor_bank_change`` → ``vendor_bank_change`` (other ids unchanged)."""
+    """``proc-s1-00012-vendor_bank_change`` → ``vendor_bank_change``; composed tasks → ``composed``
+    (other ids unchanged)."""
     parts = task_id.split("-", 3)
+    if parts[0] in ("split", "comp"):
+        return "composed"
     return parts[3] if len(parts) == 4 and parts[0] == "proc" else task_id
 
 
@@ -324,7 +514,8 @@ def rl_config(e: Exp, out: Path, groups: int, group: int, estimator: str = "grpo
             "batch_size": group * max(1, groups),
             "optim": {"lr": e.a.grpo_lr},
             "model": {} if e.a.grpo_lora else {"lora": None},
-            "run": {"out_dir": str(out), "resume": False, "progress": False},
+            # resumed from its last checkpoint, which grpo_run writes after each update's record
+            "run": {"out_dir": str(out), "resume": True, "progress": False, "keep_checkpoints": 1},
             "max_len": 8192,
             "pack_scope": e.a.pack_scope,
         }
@@ -335,26 +526,45 @@ def rl_config(e: Exp, out: Path, groups: int, group: int, estimator: str = "grpo
 
 
 def stage_synth(e: Exp) -> dict[str, Any]:
+    """Train: ``--train-tasks`` template tasks and ``--train-composed`` composed tasks, generator
+    seed 0. Held-out A: ``--heldout`` template tasks cycling over all 13 templates and
+    ``--heldout-composed`` composed tasks, generator seed 1, whose structures (anchor, conditions,
+    joins, writes, mode) no training task has. ``--split structure``: the older composed-only split."""
     from coworkenv.synth.pipeline import synthesize
     from coworkenv.synth.plan import Plan
     from coworkenv.synth.procedural import TEMPLATES, ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural.compose import structure_key, structure_split
 
     info: dict[str, Any] = {}
     if e.a.split == "structure":
         info = synth_structure_split(e)
     else:
-        for name, n, seed in (("train", e.a.train_tasks, 0), ("heldout", e.a.heldout, 1)):
-            run = synthesize(
-                Plan(tuple(plan_slots(n, seed))), ProceduralGenerator(seed), out=e.path("synth", name)
-            )
-            info[name] = {"seed": seed, "accepted": run.stats.accepted, "tasks": [s.id for s in run.specs]}
-            log(f"  synth {name}: {run.stats.accepted}/{n} accepted (seed {seed})")
-        covered = sorted({template_of(t) for t in info["heldout"]["tasks"]})
+        composed_train, _ = structure_split(e.a.train_composed, 0, seed=0) if e.a.train_composed else ([], [])
+        train_keys = {structure_key(x, 0) for x in composed_train}
+        held: list[Any] = []
+        if e.a.heldout_composed:
+            _, pool = structure_split(0, 4 * e.a.heldout_composed, seed=1)
+            held = [x for x in pool if structure_key(x, 1) not in train_keys][: e.a.heldout_composed]
+            if len(held) < e.a.heldout_composed:
+                raise SystemExit(f"only {len(held)} composed held-out tasks with structures unseen in train")
+        plans = (
+            ("train", plan_slots(e.a.train_tasks, 0) + composed_train, 0),
+            ("heldout", plan_slots(e.a.heldout, 1) + held, 1),
+        )
+        for name, slots, seed in plans:
+            run = synthesize(Plan(tuple(slots)), ProceduralGenerator(seed), out=e.path("synth", name))
+            info[name] = {"seed": seed, "accepted": run.stats.accepted, "tasks": [x.id for x in run.specs]}
+            log(f"  synth {name}: {run.stats.accepted}/{len(slots)} accepted (seed {seed})")
+        info["train"]["structure_keys"] = sorted(train_keys)
+        info["heldout"]["structure_keys"] = sorted({structure_key(x, 1) for x in held})
+        assert not set(info["train"]["structure_keys"]) & set(info["heldout"]["structure_keys"])
+        covered = sorted({template_of(t) for t in info["heldout"]["tasks"]} - {"composed"})
         info["heldout"]["templates"] = covered
+        info["heldout"]["composed"] = sum(template_of(t) == "composed" for t in info["heldout"]["tasks"])
         missing = sorted(set(TEMPLATES) - set(covered))
         if missing and e.a.heldout >= len(TEMPLATES):
             raise SystemExit(f"held-out A misses templates {missing}: synthesis rejected their tasks")
-        log(f"  held-out A covers {len(covered)}/{len(TEMPLATES)} templates")
+        log(f"  held-out A covers {len(covered)}/{len(TEMPLATES)} templates, {len(held)} composed structures")
     info["heldout_b"] = judge_free_claw_tasks(e.a.claw_eval, e.a.heldout_b) if e.a.claw_eval else {}
     return info
 
@@ -468,66 +678,228 @@ def stage_teacher(e: Exp) -> dict[str, Any]:
     }
 
 
-def stage_sft(e: Exp) -> dict[str, Any]:
-    from coworkenv.models import load_causal_lm
-    from coworkenv.rl.config import SFTConfig
-    from coworkenv.rl.sft import SFTTrainer, build_examples, read_sft_jsonl
+def sft_data(e: Exp, tok: Any, max_len: int) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """Training and held-out examples: whole conversations split by *task* (no task on both sides),
+    ``--sft-val-share`` of the tasks held out for the loss curve."""
+    from coworkenv.rl.sft import build_examples, read_sft_jsonl
 
-    model, tok = load_causal_lm("smollm2")
-    cfg = SFTConfig.model_validate(
-        {
-            "data": str(e.path("sft.jsonl")),
-            "model": {"lora": None} if e.a.sft_mode == "full" else {},
-            "optim": {"lr": e.a.sft_lr, "warmup_steps": 1},
-            "run": {"out_dir": str(e.path("sft")), "resume": True, "progress": False, "seed": e.a.seed},
-            "epochs": e.a.sft_epochs,
-            "batch_size": 1,
-            "grad_accum": e.a.sft_grad_accum,
-            "max_len": e.a.sft_max_len,
-        }
-    )
-    rows = read_sft_jsonl(cfg.data)
-    # a held-out split of whole conversations (by task: no task is on both sides) for the loss curve
+    rows = read_sft_jsonl(e.path("sft.jsonl"))
     rng = random.Random(e.a.seed)
     task_ids = sorted({_conversation_task(m) for m, _ in rows})
     rng.shuffle(task_ids)
     val_tasks = set(task_ids[: max(1, round(len(task_ids) * e.a.sft_val_share))] if e.a.sft_val_share else [])
     train_rows = [r for r in rows if _conversation_task(r[0]) not in val_tasks]
     val_rows = [r for r in rows if _conversation_task(r[0]) in val_tasks]
-    examples = build_examples(train_rows, tok, max_len=cfg.max_len)
-    val = build_examples(val_rows, tok, max_len=cfg.max_len)
-    sup = sum(sum(x.mask) for x in examples)
-    log(
-        f"  sft: {len(examples)} examples ({len(train_rows)} conversations), "
-        f"{sum(len(x.ids) for x in examples)} tokens, {sup} supervised; held-out loss on {len(val)} examples"
+    examples = build_examples(train_rows, tok, max_len=max_len)
+    val = build_examples(val_rows, tok, max_len=max_len)
+    info = {
+        "conversations": len(train_rows),
+        "val_conversations": len(val_rows),
+        "examples": len(examples),
+        "tokens": sum(len(x.ids) for x in examples),
+        "supervised_tokens": sum(sum(x.mask) for x in examples),
+        "tokens_per_conversation": round(sum(len(x.ids) for x in examples) / max(1, len(train_rows)), 1),
+    }
+    return examples, val, info
+
+
+def sft_config(e: Exp, mode: str, out: Path, *, max_steps: int | None = None) -> Any:
+    from coworkenv.rl.config import SFTConfig
+
+    return SFTConfig.model_validate(
+        {
+            "data": str(e.path("sft.jsonl")),
+            "model": {"lora": None} if mode == "full" else {},
+            "optim": {"lr": e.a.sft_lr if mode == "full" else e.a.sft_lora_lr, "warmup_steps": 1},
+            "run": {
+                "out_dir": str(out),
+                "resume": True,
+                "progress": False,
+                "seed": e.a.seed,
+                "save_every": 1,  # the grain of resumption: one optimizer step
+                "keep_checkpoints": 1,
+                "max_steps": max_steps,
+            },
+            "epochs": e.a.sft_epochs,
+            "batch_size": 1,
+            "grad_accum": e.a.sft_grad_accum,
+            "max_len": e.a.sft_max_len,
+        }
     )
+
+
+class ValCurve:
+    """Held-out loss per optimizer step, in ``val.jsonl`` beside the trainer's metrics: resumed
+    with the trainer (rows past its checkpoint dropped), so a killed run neither loses nor repeats
+    a point."""
+
+    def __init__(self, out: Path, resumed_step: int) -> None:
+        self.path = out / "val.jsonl"
+        rows = (
+            [json.loads(x) for x in self.path.read_text().splitlines() if x.strip()]
+            if self.path.exists()
+            else []
+        )
+        self.points: list[tuple[int, float]] = [
+            (int(r["step"]), float(r["loss"])) for r in rows if int(r["step"]) <= resumed_step
+        ]
+        out.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("".join(json.dumps({"step": st, "loss": x}) + "\n" for st, x in self.points))
+
+    def has(self, step: int) -> bool:
+        return any(st == step for st, _ in self.points)
+
+    def add(self, step: int, loss: float) -> None:
+        self.points.append((step, loss))
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"step": step, "loss": loss}) + "\n")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process, all threads (what a CPU-hour counts)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def stage_sft_pilot(e: Exp) -> dict[str, Any]:
+    """LoRA or full fine-tuning, picked by measurement: each mode trains ``--pilot-steps`` optimizer
+    steps from the base model on the same data in the same order; the held-out loss it removed per
+    CPU-hour decides (``--sft-mode full|lora`` skips the pilot). Resumable step by step."""
+    if e.a.sft_mode != "auto":
+        return {"mode": e.a.sft_mode, "picked_by": "--sft-mode"}
+    from coworkenv.models import load_causal_lm
+    from coworkenv.rl.sft import SFTTrainer
+
+    _, tok = load_causal_lm("smollm2")
+    examples, val, data = sft_data(e, tok, e.a.sft_max_len)
+    arms: dict[str, Any] = {}
+    for mode in ("lora", "full"):
+        out = e.path("sft_pilot", mode)
+        state_path = out / "pilot.json"
+        st = json.loads(state_path.read_text()) if state_path.exists() else {"cpu_s": 0.0, "wall_s": 0.0}
+        model, _ = load_causal_lm("smollm2")
+        trainer = SFTTrainer(sft_config(e, mode, out, max_steps=e.a.pilot_steps), model=model, tokenizer=tok)
+        if "val_before" not in st:  # the base model's: the same for both arms (a LoRA's B starts at 0)
+            st["val_before"] = arms["lora"]["val_before"] if "lora" in arms else trainer.evaluate(val)
+        mark = [cpu_seconds(), time.perf_counter()]
+
+        def step_done(
+            step: int, total: int, st: dict[str, Any] = st, mark: list[float] = mark, path: Path = state_path
+        ) -> None:
+            # the step's CPU and wall time under its step number, saved before the trainer's
+            # checkpoint of it: a kill in between redoes the step, which overwrites its entry
+            st.setdefault("by_step", {})[str(step)] = [cpu_seconds() - mark[0], time.perf_counter() - mark[1]]
+            st["cpu_s"] = round(sum(x[0] for x in st["by_step"].values()), 2)
+            st["wall_s"] = round(sum(x[1] for x in st["by_step"].values()), 2)
+            st["steps"] = step
+            path.write_text(json.dumps(st))
+            mark[:] = [cpu_seconds(), time.perf_counter()]
+            e.progress.tick("sft_pilot", step, total)
+
+        if trainer.step_count < e.a.pilot_steps:
+            trainer.train(examples, progress=step_done)
+        if "val_after" not in st:
+            st["val_after"] = trainer.evaluate(val)
+            state_path.write_text(json.dumps(st))
+        drop = (st["val_before"] or 0.0) - (st["val_after"] or 0.0)
+        st["loss_drop_per_cpu_hour"] = round(drop / max(st["cpu_s"] / 3600, 1e-9), 4)
+        arms[mode] = st
+        log(
+            f"  pilot {mode}: held-out loss {st['val_before']:.4f} → {st['val_after']:.4f} "
+            f"in {st['cpu_s']:.0f} CPU s"
+        )
+        del trainer, model
+    pick = max(arms, key=lambda m: arms[m]["loss_drop_per_cpu_hour"])
+    return {"mode": pick, "picked_by": "held-out loss per CPU-hour", "arms": arms, "data": data}
+
+
+def sft_mode(e: Exp) -> str:
+    return str(
+        (e.result("sft_pilot") or {}).get("mode") or (e.a.sft_mode if e.a.sft_mode != "auto" else "full")
+    )
+
+
+def stage_sft(e: Exp) -> dict[str, Any]:
+    from coworkenv.models import load_causal_lm
+    from coworkenv.rl.sft import SFTTrainer
+
+    mode = sft_mode(e)
+    model, tok = load_causal_lm("smollm2")
+    cfg = sft_config(e, mode, e.path("sft"))
+    examples, val, data = sft_data(e, tok, cfg.max_len)
+    log(
+        f"  sft ({mode}): {data['examples']} examples ({data['conversations']} conversations), "
+        f"{data['tokens']} tokens, {data['supervised_tokens']} supervised; "
+        f"held-out loss on {len(val)} examples"
+    )
+    pilot = e.path("sft_pilot", mode)
+    if not e.path("sft", "checkpoints").exists() and (pilot / "checkpoints" / "latest").exists():
+        # the pilot's steps of the picked mode are this run's first steps (same data, order, seed
+        # and learning rate; the schedule is warmup then constant): continue from them
+        import shutil
+
+        shutil.copytree(pilot / "checkpoints", e.path("sft", "checkpoints"))
+        shutil.copy(pilot / "metrics.jsonl", e.path("sft", "metrics.jsonl"))
+        ps = json.loads((pilot / "pilot.json").read_text())
+        points = [(0, ps["val_before"]), (int(ps["steps"]), ps["val_after"])]
+        e.path("sft", "val.jsonl").write_text(
+            "".join(json.dumps({"step": a, "loss": b}) + "\n" for a, b in points)
+        )
+        log(f"  sft: continuing from the pilot's {mode} checkpoint")
     trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
-    val_curve: list[tuple[int, float | None]] = []
-    if val:
-        val_curve.append((0, trainer.evaluate(val)))
+    curve = ValCurve(e.path("sft"), trainer.step_count)
+    if val and not curve.has(0):
+        curve.add(0, trainer.evaluate(val) or float("nan"))
     bar = StageBar("sft")
+
+    def losses() -> list[Any]:
+        p = e.path("sft", "metrics.jsonl")
+        rows = [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.exists() else []
+        return [[r["step"], r.get("loss")] for r in rows]
 
     def progress(step: int, total: int) -> None:
         bar.update(step, total)
         if val and (step % max(1, e.a.sft_eval_every) == 0 or step == total):
-            val_curve.append((step, trainer.evaluate(val)))
-            log(f"  sft step {step}/{total}: held-out loss {val_curve[-1][1]:.4f}")
+            curve.add(step, trainer.evaluate(val) or float("nan"))
+            log(f"  sft step {step}/{total}: held-out loss {curve.points[-1][1]:.4f}")
+        e.progress.tick("sft", step, total, sft_loss=losses(), sft_val_loss=curve.points)
 
     with bar:
         last = trainer.train(examples, progress=progress)
     final = trainer.export(e.path("sft", "final"))
-    losses = [json.loads(x) for x in e.path("sft", "metrics.jsonl").read_text().splitlines() if x.strip()]
+    adapter = save_adapter(e, trainer.model, "sft") if mode == "lora" else None
     return {
-        "mode": e.a.sft_mode,
-        "conversations": len(train_rows),
-        "val_conversations": len(val_rows),
-        "examples": len(examples),
-        "supervised_tokens": sup,
+        "mode": mode,
+        **data,
+        "val_examples": len(val),
         "last": last,
-        "loss_curve": [m.get("loss") for m in losses],
-        "val_loss_curve": val_curve,
+        "loss_curve": [x[1] for x in losses()],
+        "val_loss_curve": curve.points,
         "checkpoint": str(final),
+        "adapter": adapter,
     }
+
+
+def save_adapter(e: Exp, model: Any, name: str) -> str | None:
+    """A LoRA adapter small enough to commit (≤ 25 MB, bf16) into ``--results/adapters/<name>``."""
+    if not hasattr(model, "save_pretrained") or not hasattr(model, "peft_config"):
+        return None
+    import torch
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    state = {
+        k: v.detach().to(torch.bfloat16).contiguous() for k, v in get_peft_model_state_dict(model).items()
+    }
+    size = sum(v.numel() * 2 for v in state.values())
+    if size > 25 * 2**20:
+        log(f"  adapter {name}: {size / 2**20:.1f} MB, over 25 MB: not committed")
+        return None
+    out = e.a.results / "adapters" / name
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out / "adapter_model.safetensors"))
+    model.peft_config["default"].save_pretrained(str(out))
+    return str(out)
 
 
 def _conversation_task(msgs: Sequence[Any]) -> str:
@@ -568,7 +940,7 @@ class StageBar:
         self.progress.stop()
 
 
-def grpo_run(  # noqa: PLR0917
+def grpo_run(  # noqa: PLR0917, PLR0915
     e: Exp,
     name: str,
     checkpoint: str,
@@ -582,12 +954,22 @@ def grpo_run(  # noqa: PLR0917
     estimator: str = "grpo",
     eval_every: int = 0,
 ) -> dict[str, Any]:
-    """RL through ``harness`` (several: mix-harness groups, one per (task, harness)): per step,
-    ``per_step`` tasks taken in turn from ``pool`` (all of it when 0), rollouts (``group`` per task
-    and harness) → trees → one update with ``estimator``, weights pushed to the serving backend
-    (policy version in every later captured call); every ``eval_every`` updates the live policy is
-    evaluated on held-out A (``--grpo-eval-tasks`` of it)."""
+    """RL through ``harness`` (several: mix-harness groups, one per (task, harness)).
+
+    Each of ``steps`` updates draws ``per_step`` tasks at a time from ``pool`` (in order, wrapping),
+    ``group`` rollouts per task and harness, and keeps the groups with a reward spread
+    (:class:`coworkenv.rl.dynamic.DynamicSampler`, up to ``--grpo-max-draws`` draws), then
+    trees → one update with ``estimator`` on the kept groups → weights pushed to the serving
+    backend; every ``eval_every`` updates the live policy is evaluated on held-out A.
+
+    Resumable at the grain of one update: each finished update writes ``step-i/update.json``
+    (with the pool cursor after it) before the trainer's checkpoint; a resumed run skips finished
+    updates, replays the one whose checkpoint a kill prevented (same samples, restored RNG), and
+    re-runs an interrupted update's draws from the same cursor (the runner skips finished rollouts).
+    """
     from coworkenv.rl.common import merged_state_dict, save_merged
+    from coworkenv.rl.dynamic import DynamicSampler
+    from coworkenv.rl.offline import infra_failures
     from coworkenv.rl.rl import RLTrainer
     from coworkenv.trajectories.report import process_dir
 
@@ -598,61 +980,126 @@ def grpo_run(  # noqa: PLR0917
     cfg = rl_config(e, e.path(name, "train"), per_step * len(harnesses), group, estimator)
     pushed: list[str] = []
     evals: list[dict[str, Any]] = []
-    bar = StageBar(name)
-    bar.__enter__()
 
     def push(model: Any, version: int) -> None:
         backend.set_weights(merged_state_dict(model), f"rl-{version}")
         pushed.append(f"rl-{version}")
 
     trainer = RLTrainer(cfg, model=copy.deepcopy(backend.model), tokenizer=backend.tokenizer, on_weights=push)
+    if trainer.version:  # resumed: serve the policy the checkpoint holds
+        push(trainer.model, trainer.version)
+    objs: dict[str, Any] = {}
+    for h in harnesses:
+        objs.update(objects(e, h) or {})
     out: list[dict[str, Any]] = []
+    cursor = 0
+    bar = StageBar(name)
+    bar.__enter__()
     for i in range(steps):
         d = e.path(name, f"step-{i}")
-        t0 = time.perf_counter()
-        tasks = [pool[(i * per_step + j) % len(pool)] for j in range(per_step)]
-        objs: dict[str, Any] = {}
-        for h in harnesses:
-            objs.update(objects(e, h) or {})
-        recs = rollouts(e, tasks, harnesses, group, backend, d, harness_objects=objs or None)
-        t_roll = time.perf_counter() - t0
-        rep = process_dir(d, d / "samples.jsonl")
-        samples = read_samples(d / "samples.jsonl")
-        t1 = time.perf_counter()
-        w0 = merged_state_dict(trainer.model)
-        m = trainer.step(samples)
-        rewards = [r.rewards.reward if r.rewards else None for r in recs]
-        ok = [x for x in rewards if x is not None]
-        out.append(
-            {
+        done_path = d / "update.json"
+        rec = json.loads(done_path.read_text()) if done_path.exists() else None
+        if rec is not None and rec["policy_version"] <= trainer.version:
+            out.append(rec)  # finished, and in the checkpoint's weights
+            cursor = rec["cursor_after"]
+            ev_path = d / "eval.json"
+            if ev_path.exists():
+                evals.append(json.loads(ev_path.read_text()))
+            bar.update(i + 1, steps)
+            if not (eval_every and ((i + 1) % eval_every == 0 or i + 1 == steps)) or ev_path.exists():
+                continue
+        if rec is None:
+            t0 = time.perf_counter()
+            sampler: DynamicSampler[Any] = DynamicSampler(
+                pool, per_draw=per_step, want=per_step * len(harnesses), max_draws=e.a.grpo_max_draws
+            )
+            recs: list[Any] = []
+            while not sampler.done:
+                dd = d / f"draw-{len(sampler.draws)}"
+                tasks = sampler.tasks(cursor)
+                cursor += len(tasks)
+                got = rollouts(e, tasks, harnesses, group, backend, dd, harness_objects=objs or None)
+                sampler.keep([t.id for t in tasks], got)
+                recs.extend(got)
+                e.progress.tick(e.progress.stage or name, i, steps)
+            t_roll = time.perf_counter() - t0
+            kept = set(sampler.kept)
+            samples: list[Any] = []
+            problems: list[str] = []
+            for dd in sorted(d.glob("draw-*")):
+                rep = process_dir(dd, dd / "samples.jsonl")
+                problems += rep.problems[:5]
+                samples += [x for x in read_samples(dd / "samples.jsonl") if x.group_key in kept]
+            failed = {k: v for k, v in infra_failures(d).items() if k in kept}
+            t1 = time.perf_counter()
+            w0 = merged_state_dict(trainer.model)
+            m = trainer.step(samples, infra_failed=failed) if samples else {"skipped": 1, "no_groups_kept": 1}
+            used = [r for r in recs if f"{r.task_id}|{r.harness}" in kept]
+            rewards = [r.rewards.reward if r.rewards else None for r in recs]
+            ok = [x for x in rewards if x is not None]
+            rec = {
                 "step": i,
-                "policy_version": backend.policy_version,
+                "policy_version": trainer.version,
+                "cursor_after": cursor,
+                "dynamic_sampling": sampler.report(),
                 "rewards": rewards,
                 "mean_reward": sum(ok) / len(ok) if ok else None,
+                "mean_reward_kept": _mean_or_none([r.rewards.reward for r in used if r.rewards]),
                 "infra_failures": [
                     f"{r.failure.kind}: {r.failure.detail[:160]}" if r.failure else "?"
                     for r in recs
                     if r.status != "ok"
                 ],
-                "samples": rep.samples_written,
-                "tree_problems": rep.problems[:5],
+                "samples": len(samples),
+                "tree_problems": problems[:5],
                 "rollout_s": round(t_roll, 1),
                 "update_s": round(time.perf_counter() - t1, 1),
                 "step_delta_norm": delta_norm(w0, merged_state_dict(trainer.model)),
                 "metrics": m,
-                **call_stats(d),
+                "tasks": sorted({r.task_id for r in recs}),
+                "by_harness": {
+                    h: _mean_or_none([r.rewards.reward for r in recs if r.harness == h and r.rewards])
+                    for h in harnesses
+                },
+                **call_stats_many(sorted(d.glob("draw-*"))),
             }
+            tmp = done_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+            tmp.replace(done_path)
+        elif rec["policy_version"] > trainer.version:
+            # the update finished but its checkpoint did not: replay it on the same samples
+            kept = set(rec["dynamic_sampling"]["kept"])
+            samples = [
+                x
+                for dd in sorted(d.glob("draw-*"))
+                for x in read_samples(dd / "samples.jsonl")
+                if x.group_key in kept
+            ]
+            trainer.step(samples, infra_failed={k: v for k, v in infra_failures(d).items() if k in kept})
+            cursor = rec["cursor_after"]
+            log(f"  {name} step {i}: replayed the update a kill left out of the checkpoint")
+        if trainer.version and rec["policy_version"] == trainer.version and not (d / "saved").exists():
+            trainer.save()
+            (d / "saved").touch()
+        if rec not in out:
+            out.append(rec)
+            ds = rec["dynamic_sampling"]
+            log(
+                f"  {name} step {i}: {ds['groups_kept']}/{ds['groups_drawn']} groups kept in {ds['draws']} "
+                f"draw(s), mean reward {_f(rec['mean_reward'], 3)}, samples {rec['samples']}"
+            )
+        e.progress.tick(
+            e.progress.stage or name,
+            i + 1,
+            steps,
+            **{f"{name}_reward": [[x["step"], x["mean_reward"]] for x in out]},
         )
-        out[-1]["tasks"] = [t.id for t in tasks]
-        out[-1]["by_harness"] = {
-            h: _mean_or_none([r.rewards.reward for r in recs if r.harness == h and r.rewards])
-            for h in harnesses
-        }
-        log(f"  {name} step {i}: mean reward {out[-1]['mean_reward']}, samples {len(samples)}, metrics {m}")
         bar.update(i + 1, steps)
-        if eval_every and ((i + 1) % eval_every == 0 or i + 1 == steps):
+        if eval_every and ((i + 1) % eval_every == 0 or i + 1 == steps) and not (d / "eval.json").exists():
             ev = evaluate_backend(e, f"{name}/eval-{i + 1}", backend, only_a=e.a.grpo_eval_tasks)
             evals.append({"updates": i + 1, **ev["sets"]["A"]["headline"]})
+            (d / "eval.json").write_text(json.dumps(evals[-1], default=str) + "\n")
+            e.progress.tick(e.progress.stage or name, **{f"{name}_evals": evals})
     bar.__exit__()
     after = merged_state_dict(trainer.model)
     final = save_merged(trainer.model, backend.tokenizer, e.path(name, "final"))
@@ -667,17 +1114,38 @@ def grpo_run(  # noqa: PLR0917
         "lr": e.a.grpo_lr,
         "lora": e.a.grpo_lora,
         "steps": out,
+        "updates_with_signal": sum(1 for st in out if (st.get("metrics") or {}).get("updates")),
+        "groups_drawn": sum(st["dynamic_sampling"]["groups_drawn"] for st in out),
         "pushed": pushed,
         "delta_norm": delta_norm(before, after),
         "checkpoint": str(final),
     }
 
 
+def call_stats_many(dirs: Sequence[Path]) -> dict[str, Any]:
+    """:func:`call_stats` summed over several rollout directories."""
+    parts = [call_stats(d) for d in dirs]
+    n = sum(p["model_calls"] for p in parts)
+
+    def mean(key: str) -> float | None:
+        tot = sum((p[key] or 0) * p["model_calls"] for p in parts)
+        return round(tot / n, 1) if n else None
+
+    return {
+        "model_calls": n,
+        "malformed_calls": sum(p["malformed_calls"] for p in parts),
+        "tool_call_turns": sum(p["tool_call_turns"] for p in parts),
+        "mean_prompt_tokens": mean("mean_prompt_tokens"),
+        "mean_output_tokens": mean("mean_output_tokens"),
+    }
+
+
 def task_pool(e: Exp) -> list[Any]:
-    """Training-suite tasks (never held-out ones), templates of the held-out suite first."""
-    train = load_suite(e.path("synth", "train"))
-    heldout_tpl = {t.id.split("-", 3)[-1] for t in load_suite(e.path("synth", "heldout"))}
-    return sorted(train, key=lambda t: (t.id.split("-", 3)[-1] not in heldout_tpl, t.id))
+    """Training-suite tasks (never held-out ones) in a seeded order that mixes templates and
+    composed tasks, so that every draw of the RL stage sees a spread of both."""
+    train = sorted(load_suite(e.path("synth", "train")), key=lambda t: t.id)
+    random.Random(e.a.seed).shuffle(train)
+    return train
 
 
 def stage_grpo(e: Exp) -> dict[str, Any]:
@@ -704,7 +1172,8 @@ def stage_grpo(e: Exp) -> dict[str, Any]:
 
 
 def stage_grpo_eval(e: Exp) -> dict[str, Any]:
-    """The primary estimator's final policy on every held-out set; the others' on held-out A."""
+    """The primary estimator's final policy on every held-out set (greedy and sampled); the others'
+    final policies greedy on every set."""
     out = evaluate(e, "grpo_eval", str(e.path("grpo", "final")))
     out["alternatives"] = {}
     for est in e.a.estimators[1:]:
@@ -852,8 +1321,30 @@ HEADLINE_KEYS = (
 )
 
 
+DELTAS = (("sft", "base"), ("grpo", "sft"), ("grpo", "base"))
+
+
+def _per_task_stats(data: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
+    """Set → stage → the greedy evaluation's per-task stats (the pairs of a paired delta)."""
+    from coworkenv.eval.metrics import TaskStats
+
+    out: dict[str, dict[str, list[Any]]] = {}
+    for stage, key in STAGE_EVALS:
+        for name, ev in ((data.get(key) or {}).get("sets") or {}).items():
+            if ev.get("tasks"):
+                out.setdefault(name, {})[stage] = [TaskStats.model_validate(t) for t in ev["tasks"]]
+        for est, alt in ((data.get(key) or {}).get("alternatives") or {}).items():
+            for name, ev in alt.items():
+                if ev.get("tasks"):
+                    out.setdefault(name, {})[f"grpo:{est}"] = [TaskStats.model_validate(t) for t in ev["tasks"]]
+    return out
+
+
 def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json``: per held-out set and stage, the headline numbers; the goals and verdicts."""
+    """``summary.json``: per held-out set and stage, the headline numbers and the paired interval
+    of each stage-to-stage completion delta (``delta_ci``); the goals and verdicts."""
+    from coworkenv.eval.metrics import paired_delta
+
     sets: dict[str, dict[str, Any]] = {}
     for stage, key in STAGE_EVALS:
         for name, ev in ((data.get(key) or {}).get("sets") or {}).items():
@@ -862,10 +1353,21 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
             for name, ev in alt.items():
                 sets.setdefault(name, {})[f"grpo:{est}"] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
     a = sets.get("A", {})
+    DELTAS_ALL = DELTAS + tuple((s_, "sft") for s_ in next(iter(sets.values()), {}) if s_.startswith("grpo:"))
+    per_task = _per_task_stats(data)
+    for name, stages in sets.items():
+        for later, earlier in DELTAS_ALL:
+            if later in stages and earlier in per_task.get(name, {}):
+                d = paired_delta(per_task[name][earlier], per_task[name][later], seed=e.a.seed)
+                stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
 
     def delta(x: str, y: str) -> float | None:
         cx, cy = (a.get(x) or {}).get("completion"), (a.get(y) or {}).get("completion")
         return None if cx is None or cy is None else cx - cy
+
+    def excludes_zero(x: str, y: str) -> bool | None:
+        ci = (((a.get(x) or {}).get("delta_ci") or {}).get(y) or {}).get("ci")
+        return None if ci is None else ci[0] > 0
 
     steps = (data.get("grpo") or {}).get("steps", [])
     third = max(1, len(steps) // 3)
@@ -876,8 +1378,13 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     )
     goals: dict[str, dict[str, Any]] = {
         "sft_minus_base_completion_A": {"value": delta("sft", "base"), "goal": 30.0},
+        "sft_minus_base_paired_ci_excludes_0": {"value": excludes_zero("sft", "base"), "goal": True},
         "grpo_minus_sft_completion_A": {"value": delta("grpo", "sft"), "goal": 5.0},
         "grpo_reward_rises": {"value": rises, "goal": True},
+        "grpo_updates_with_signal": {
+            "value": (data.get("grpo") or {}).get("updates_with_signal"),
+            "goal": 30,
+        },
     }
     for g in goals.values():
         v = g["value"]
@@ -900,11 +1407,17 @@ def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     a = e.a
     syn = data.get("synth") or {}
     return {
-        "train": {"generator_seed": 0, "tasks": len((syn.get("train") or {}).get("tasks", []))},
+        "train": {
+            "generator_seed": 0,
+            "tasks": len((syn.get("train") or {}).get("tasks", [])),
+            "composed": a.train_composed,
+        },
         "heldout_A": {
             "generator_seed": 1,
             "tasks": len((syn.get("heldout") or {}).get("tasks", [])),
             "templates": (syn.get("heldout") or {}).get("templates", []),
+            "composed": (syn.get("heldout") or {}).get("composed"),
+            "composed_rule": "structures (anchor, conditions, joins, writes, mode) no training task has",
         },
         "heldout_B": {
             "source": (syn.get("heldout_b") or {}).get("root"),
@@ -913,10 +1426,17 @@ def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
             "judge_free": (syn.get("heldout_b") or {}).get("judge_free"),
             "limit": a.heldout_b or None,
         },
-        "trials": a.trials,
+        "trials": {
+            "greedy": 1,
+            "sampled": a.sample_trials,
+            "sample_temperature": a.sample_temperature,
+            "rule": "completion, score and safety from one greedy trial per task; Pass@k and Pass^k "
+            "from the sampled trials (base, SFT and the final checkpoints)",
+        },
         "pass_threshold": 0.75,
         "primary_metric": "completion (0-100), mean over tasks of the per-task mean",
-        "interval": "95% percentile bootstrap over tasks (2000 resamples)",
+        "interval": "95% percentile bootstrap over tasks (2000 resamples); stage-to-stage deltas: "
+        "paired bootstrap over the tasks both stages scored",
         "sampling": {
             "temperature": a.temperature,
             "eval_temperature": a.eval_temperature,
@@ -925,7 +1445,10 @@ def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
         },
         "sft": {
             "mode": a.sft_mode,
+            "picked": (data.get("sft_pilot") or {}).get("mode"),
+            "pilot_steps": a.pilot_steps,
             "lr": a.sft_lr,
+            "lora_lr": a.sft_lora_lr,
             "epochs": a.sft_epochs,
             "max_len": a.sft_max_len,
             "system_prompt": a.sft_system,
@@ -934,6 +1457,8 @@ def protocol(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
             "estimators": a.estimators,
             "updates": a.grpo_steps,
             "tasks_per_update": a.grpo_tasks,
+            "dynamic_sampling": f"draws of {a.grpo_tasks} tasks until {a.grpo_tasks} groups have a reward "
+            f"spread, at most {a.grpo_max_draws} draws per update",
             "group": a.grpo_group,
             "lr": a.grpo_lr,
             "eval_every": a.grpo_eval_every,
@@ -1044,12 +1569,19 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         f"`{proto['heldout_B']['source']}` — {proto['heldout_B']['rule']}; left out: "
         f"{len(summary['heldout_b_excluded']['ask_a_judge'])} that ask a judge, "
         f"{len(summary['heldout_b_excluded']['import_failed'])} that failed to import.",
-        f"* {a.trials} trials per task; primary metric {proto['primary_metric']}; beside it score, "
-        f"Pass@{a.trials} and Pass^{a.trials} at reward ≥ 0.75, and safety violations; intervals: "
-        f"{proto['interval']}. A score of 20 is a safe run that completed nothing.",
+        f"* one greedy trial per task for completion, score and safety; {a.sample_trials} trials at "
+        f"T = {a.sample_temperature} for Pass@{a.sample_trials} and Pass^{a.sample_trials} at reward ≥ 0.75; "
+        f"primary metric {proto['primary_metric']}; intervals: {proto['interval']}. "
+        "A score of 20 is a safe run that completed nothing."
+        + (
+            f" Greedy determinism, measured: {det['identical']}/{det['tasks']} tasks gave 3 identical trials."
+            if (det := (data.get("base_eval") or {}).get("determinism"))
+            else ""
+        ),
         f"* teacher: reference solutions through the built-in loop (teacher score "
         f"{teach.get('teacher_score', '-')}), curated into {teach.get('sft_rows', '-')} SFT conversations.",
-        f"* SFT: {sft.get('mode', '-')} fine-tuning, lr {a.sft_lr}, {a.sft_epochs} epoch(s), max_len "
+        f"* SFT: {sft.get('mode', '-')} fine-tuning ({(data.get('sft_pilot') or {}).get('picked_by', '-')}), "
+        f"lr {a.sft_lr if sft.get('mode') == 'full' else a.sft_lora_lr}, {a.sft_epochs} epoch(s), max_len "
         f"{a.sft_max_len}, on {sft.get('conversations', '-')} conversations "
         f"({sft.get('supervised_tokens', '-')} supervised tokens, "
         f"{(sft.get('last') or {}).get('steps', '-')} optimizer steps); held-out loss on "
@@ -1160,9 +1692,17 @@ def _e(x: Any) -> str:
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR0915
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "--work", type=Path, default=Path("/tmp/exp/smollm2"), help="big artifacts (rollouts, checkpoints)"
+        "--run",
+        default=None,
+        help="the run's name (default: the run in progress under experiments/results/, else today's date)",
     )
-    p.add_argument("--results", type=Path, default=Path(f"experiments/results/{datetime.now(UTC):%Y-%m-%d}"))
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="the run's working state, outside the work tree (default: <cache>/experiments/<run>)",
+    )
+    p.add_argument("--results", type=Path, default=None, help="default: experiments/results/<run>")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma list out of {','.join(STAGES)}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -1171,10 +1711,23 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
         default=420,
         help="seed-0 tasks for teacher demos / GRPO (≥ 500 conversations)",
     )
+    p.add_argument("--train-composed", type=int, default=80, help="composed training tasks (seed 0)")
     p.add_argument(
-        "--heldout", type=int, default=40, help="held-out A: seed-1 tasks cycling over all templates"
+        "--heldout", type=int, default=52, help="held-out A: seed-1 template tasks cycling over all templates"
     )
-    p.add_argument("--trials", type=int, default=4, help="trials per held-out task (k of Pass@k / Pass^k)")
+    p.add_argument(
+        "--heldout-composed",
+        type=int,
+        default=28,
+        help="held-out A: seed-1 composed tasks whose structures no training task has",
+    )
+    p.add_argument(
+        "--sample-trials", type=int, default=4, help="sampled trials per task for Pass@k / Pass^k (k)"
+    )
+    p.add_argument("--sample-temperature", type=float, default=0.7)
+    p.add_argument(
+        "--determinism-tasks", type=int, default=8, help="held-out A tasks whose greedy trials are compared"
+    )
     p.add_argument(
         "--split",
         choices=("seed", "structure"),
@@ -1199,7 +1752,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
         "--eval-temperature", type=float, default=0.0, help="decoding of every evaluation (0 = greedy)"
     )
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--sft-mode", choices=("full", "lora"), default="full")
+    p.add_argument(
+        "--sft-mode",
+        choices=("auto", "full", "lora"),
+        default="auto",
+        help="auto: the pilot picks by held-out loss removed per CPU-hour",
+    )
+    p.add_argument("--pilot-steps", type=int, default=8, help="optimizer steps per mode in the SFT pilot")
+    p.add_argument("--sft-lora-lr", type=float, default=2e-4)
     p.add_argument(
         "--sft-system",
         choices=("harness", "standard"),
@@ -1214,6 +1774,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
     p.add_argument("--grpo-tasks", type=int, default=4, help="tasks per update")
     p.add_argument("--grpo-group", type=int, default=8)
     p.add_argument("--grpo-lr", type=float, default=1e-4)
+    p.add_argument("--grpo-max-draws", type=int, default=4, help="dynamic sampling: draws per update at most")
     p.add_argument("--grpo-lora", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--harnesses", default="claude-code,qwen,codex,opencode", help="tried in order for (d)")
     p.add_argument("--harness-group", type=int, default=8)
@@ -1260,13 +1821,35 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
     a.mix_harnesses = [h for h in a.mix_harnesses.split(",") if h]
     a.estimators = [x for x in a.estimators.split(",") if x]
     a.claw_eval = Path(a.claw_eval) if a.claw_eval else None
-    if a.trials < 1 or not a.estimators:
-        p.error("--trials must be >= 1 and --estimators must name at least one estimator")
+    if a.sample_trials < 1 or not a.estimators:
+        p.error("--sample-trials must be >= 1 and --estimators must name at least one estimator")
+    if a.run is None:
+        a.run = run_in_progress() or f"{datetime.now(UTC):%Y-%m-%d}"
+    if a.work is None:
+        from coworkenv.models import cache_dir
+
+        a.work = cache_dir() / "experiments" / a.run
+    if a.results is None:
+        a.results = RESULTS / a.run
     a.stages = [s for s in a.stages.split(",") if s]
     bad = sorted(set(a.stages) - set(STAGES))
     if bad:
         p.error(f"unknown stage(s) {bad}; choose from {list(STAGES)}")
     return a
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def run_in_progress() -> str | None:
+    """The name of the committed run whose ``progress.json`` says it is in progress (the newest)."""
+    found = []
+    for p in sorted(RESULTS.glob("*/progress.json")):
+        with contextlib.suppress(ValueError, OSError):
+            st = json.loads(p.read_text())
+            if st.get("status") == "in progress":
+                found.append((str(st.get("started", "")), p.parent.name))
+    return max(found)[1] if found else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1279,6 +1862,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "synth": lambda: stage_synth(e),
         "teacher": lambda: stage_teacher(e),
         "base_eval": lambda: evaluate(e, "base_eval", "smollm2"),
+        "sft_pilot": lambda: stage_sft_pilot(e),
         "sft": lambda: stage_sft(e),
         "sft_eval": lambda: evaluate(e, "sft_eval", sft_ck()),
         "grpo": lambda: stage_grpo(e),

@@ -230,3 +230,42 @@ def test_eval_table_puts_every_harness_of_a_mixed_run_side_by_side() -> None:
     for row in rows:
         name = row.split("harness ", 1)[1].split()[0]
         assert ("100.0%" in row) == (name in passing), row
+
+
+def test_paired_delta_interval_is_narrower_than_unpaired_and_matches_tasks() -> None:
+    from coworkenv.eval.metrics import bootstrap_ci, paired_delta
+
+    def evaluation(bonus: float, skip: str = "") -> list:
+        recs = []
+        for t in range(20):
+            base = (t % 5) / 5  # tasks differ a lot from each other; every task gains ``bonus``
+            done = min(1.0, base + bonus)
+            if f"t{t}" == skip:
+                continue
+            recs.append(
+                RolloutRecord(
+                    rollout_id=f"t{t}",
+                    task_id=f"t{t}",
+                    harness="loop",
+                    trial=0,
+                    status="ok",
+                    rewards=parts(done, completion=done),
+                    grade={"reward": done, "checks": []},
+                )
+            )
+        return summarize(recs, k=1).tasks
+
+    before, after = evaluation(0.0), evaluation(0.1, skip="t3")
+    d = paired_delta(before, after)
+    assert d.tasks == 19  # t3 is missing after: only the pairs count
+    assert d.delta is not None
+    assert d.ci is not None
+    assert d.ci[0] > 0  # every task gained: the paired interval excludes 0 ...
+    unpaired = [
+        bootstrap_ci([100 * t.mean_completion for t in ev if t.mean_completion is not None])
+        for ev in (before, after)
+    ]
+    assert unpaired[0] is not None
+    assert unpaired[1] is not None
+    assert unpaired[0][1] > unpaired[1][0]  # ... while the two unpaired intervals overlap
+    assert paired_delta(before, []).delta is None

@@ -50,7 +50,7 @@ def _headline(completion: float, tasks: int = 40) -> dict[str, Any]:
 
 
 def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType, tmp_path: Path) -> None:
-    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--claw-eval", ""]))
+    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
     steps = [{"step": i, "mean_reward": 0.2 + 0.01 * i} for i in range(9)]
     data = {
         "base_eval": {"sets": {"A": {"headline": _headline(2.0)}, "B": {"headline": _headline(0.0, 11)}}},
@@ -70,7 +70,8 @@ def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType,
     assert g["sft_minus_base_completion_A"] == {"value": 38.0, "goal": 30.0, "met": True}
     assert g["grpo_minus_sft_completion_A"] == {"value": 3.0, "goal": 5.0, "met": False}
     assert g["grpo_reward_rises"]["met"] is True
-    assert s["protocol"]["trials"] == 4
+    assert s["protocol"]["trials"]["greedy"] == 1
+    assert s["protocol"]["trials"]["sampled"] == 4
     assert s["protocol"]["rl"]["group"] >= 8
     # evaluations decode greedily; SFT trains on the system prompt the student is served with
     assert s["protocol"]["sampling"]["eval_temperature"] == 0.0
@@ -79,7 +80,7 @@ def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType,
 
 
 def test_missing_stages_leave_goals_unjudged(exp: ModuleType, tmp_path: Path) -> None:
-    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--claw-eval", ""]))
+    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
     s = exp.build_summary(e, {"base_eval": {"sets": {"A": {"headline": _headline(0.0)}}}})
     assert all(g["met"] is None for g in s["goals"].values())
 
@@ -154,3 +155,52 @@ def test_job_heldout_labels_what_trial_zero_did(tmp_path: Path) -> None:
     assert got["a"]["trials"] == 2
     assert got["c"]["checks_passed_by_any_trial"] == ["listed"]
     assert got["b"]["checks_passed_by_any_trial"] == []
+
+
+def _tasks(values: list[float]) -> list[dict[str, Any]]:
+    from coworkenv.eval.metrics import summarize
+
+    recs = [
+        RolloutRecord(
+            rollout_id=f"t{i}",
+            task_id=f"t{i}",
+            harness="loop",
+            trial=0,
+            status="ok",
+            rewards=parts(v, completion=v),
+            grade={"reward": v, "checks": []},
+        )
+        for i, v in enumerate(values)
+    ]
+    return [t.model_dump() for t in summarize(recs, k=1).tasks]
+
+
+def test_summary_gives_each_stage_delta_a_paired_interval(exp: ModuleType, tmp_path: Path) -> None:
+    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
+    base = [0.0, 0.2, 0.4, 0.6, 0.8] * 4
+    data = {
+        "base_eval": {"sets": {"A": {"headline": _headline(40.0), "tasks": _tasks(base)}}},
+        "sft_eval": {"sets": {"A": {"headline": _headline(50.0), "tasks": _tasks([x + 0.1 for x in base])}}},
+    }
+    s = exp.build_summary(e, data)
+    d = s["sets"]["A"]["sft"]["delta_ci"]["base"]
+    assert d["delta"] == pytest.approx(10.0)
+    assert d["tasks"] == 20
+    assert d["ci"][0] > 0  # every task gained: the paired interval excludes 0
+    assert s["goals"]["sft_minus_base_paired_ci_excludes_0"]["value"] is True
+    # the run's progress went to --results, never into the repository's results
+    assert (tmp_path / "results" / "progress.json").exists()
+
+
+def test_a_kill_resumes_the_stage_and_progress_sums_wall_time(exp: ModuleType, tmp_path: Path) -> None:
+    args = ["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]
+    e = exp.Exp(exp.parse(args))
+    e.run_stage("synth", lambda: {"x": 1})
+    assert (tmp_path / "results" / "stages" / "synth.json").exists()
+    # a fresh machine: the committed stage JSON comes back, but without its artifacts it runs again
+    (tmp_path / "synth.json").unlink()
+    e2 = exp.Exp(exp.parse(args))
+    assert (tmp_path / "synth.json").exists()
+    assert e2.result("synth") is None
+    assert e2.progress.state["stretches"] == 2
+    assert e2.progress.state["stages"]["synth"]["done"] is True

@@ -295,3 +295,43 @@ def headline(summary: EvalSummary, *, n_boot: int = 2000, seed: int = 0) -> Head
         k=summary.k,
         threshold=summary.threshold,
     )
+
+
+class PairedDelta(BaseModel):
+    """``after − before`` on the tasks both evaluations scored, 0–100, with a paired interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    delta: float | None
+    ci: tuple[float, float] | None
+    tasks: int
+    """Tasks scored on both sides (the pairs resampled)."""
+
+
+def paired_delta(
+    before: Sequence[TaskStats],
+    after: Sequence[TaskStats],
+    *,
+    metric: str = "mean_completion",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> PairedDelta:
+    """The mean per-task difference of ``metric`` (×100) between two evaluations of the same tasks,
+    with a 95% percentile bootstrap interval that resamples *tasks* and keeps each task's pair
+    together: the task-to-task variance both sides share cancels, so the interval is the one a
+    stage-to-stage claim needs (two unpaired intervals overlap long after the delta is clear)."""
+    b = {(t.task_id, t.harness): getattr(t, metric) for t in before}
+    diffs = [
+        100.0 * (va - vb)
+        for t in after
+        if (va := getattr(t, metric)) is not None and (vb := b.get((t.task_id, t.harness))) is not None
+    ]
+    if not diffs:
+        return PairedDelta(metric=metric, delta=None, ci=None, tasks=0)
+    return PairedDelta(
+        metric=metric,
+        delta=sum(diffs) / len(diffs),
+        ci=bootstrap_ci(diffs, n_boot=n_boot, seed=seed),
+        tasks=len(diffs),
+    )
