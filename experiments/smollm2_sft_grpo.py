@@ -1336,7 +1336,9 @@ def _per_task_stats(data: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
         for est, alt in ((data.get(key) or {}).get("alternatives") or {}).items():
             for name, ev in alt.items():
                 if ev.get("tasks"):
-                    out.setdefault(name, {})[f"grpo:{est}"] = [TaskStats.model_validate(t) for t in ev["tasks"]]
+                    out.setdefault(name, {})[f"grpo:{est}"] = [
+                        TaskStats.model_validate(t) for t in ev["tasks"]
+                    ]
     return out
 
 

@@ -50,7 +50,9 @@ def _headline(completion: float, tasks: int = 40) -> dict[str, Any]:
 
 
 def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType, tmp_path: Path) -> None:
-    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
+    e = exp.Exp(
+        exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""])
+    )
     steps = [{"step": i, "mean_reward": 0.2 + 0.01 * i} for i in range(9)]
     data = {
         "base_eval": {"sets": {"A": {"headline": _headline(2.0)}, "B": {"headline": _headline(0.0, 11)}}},
@@ -80,7 +82,9 @@ def test_summary_holds_every_set_and_stage_and_judges_the_goals(exp: ModuleType,
 
 
 def test_missing_stages_leave_goals_unjudged(exp: ModuleType, tmp_path: Path) -> None:
-    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
+    e = exp.Exp(
+        exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""])
+    )
     s = exp.build_summary(e, {"base_eval": {"sets": {"A": {"headline": _headline(0.0)}}}})
     assert all(g["met"] is None for g in s["goals"].values())
 
@@ -176,7 +180,9 @@ def _tasks(values: list[float]) -> list[dict[str, Any]]:
 
 
 def test_summary_gives_each_stage_delta_a_paired_interval(exp: ModuleType, tmp_path: Path) -> None:
-    e = exp.Exp(exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]))
+    e = exp.Exp(
+        exp.parse(["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""])
+    )
     base = [0.0, 0.2, 0.4, 0.6, 0.8] * 4
     data = {
         "base_eval": {"sets": {"A": {"headline": _headline(40.0), "tasks": _tasks(base)}}},
