@@ -204,7 +204,7 @@ def import_claw_eval(
 
 
 @app.command()
-def serve(
+def serve(  # noqa: PLR0917 - one typer option per parameter
     tasks: Annotated[list[str], typer.Argument(help="Task files/dirs or built-in ids to host.")],
     host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8765,
@@ -213,10 +213,18 @@ def serve(
         typer.Option(
             "--claw-eval-compat",
             help="Serve every task in the Claw-Eval profile (answers as Claw-Eval's mock services) and "
-            "one trial of the first task at Claw-Eval's unprefixed routes (its /<service>/audit and "
-            "/reset answer without the operator token, as Claw-Eval's grader expects).",
+            "one trial of the first task at Claw-Eval's unprefixed routes. Its /<service>/audit and "
+            "/reset answer without the operator token only on --grader-port, for Claw-Eval's grader; "
+            "on the agent's --port they need the token, as in every mode.",
         ),
     ] = False,
+    grader_port: Annotated[
+        int | None,
+        typer.Option(
+            help="With --claw-eval-compat: the grader's port (default: --port + 1), bound to 127.0.0.1; "
+            "never give it to the agent."
+        ),
+    ] = None,
     token_file: Annotated[
         Path | None,
         typer.Option(
@@ -232,24 +240,35 @@ def serve(
     Claw-Eval tasks always run in the Claw-Eval profile; ours in the strict one unless
     --claw-eval-compat.
     """
+    import asyncio
     import os
 
     import uvicorn
 
     from coworkenv.serve.access import TOKEN_ENV, new_token
-    from coworkenv.serve.http import create_app
+    from coworkenv.serve.http import compat_apps, create_app
     from coworkenv.services import Host
 
     h = Host()
     specs = [resolve_task(t)[0] for t in tasks]
     for spec in specs:
         h.add_task(spec, profile="claw-eval" if compat_trial else None)
-    default = None
+    if grader_port is not None and not compat_trial:
+        raise typer.BadParameter("--grader-port needs --claw-eval-compat", param_hint="--grader-port")
+    token = os.environ.get(TOKEN_ENV) or new_token()
+    servers = []
     if compat_trial and specs:
         default = h.open_trial(specs[0].id, "default").id
-        err.print("[yellow]warning: --claw-eval-compat leaves the root audit/reset routes open[/yellow]")
-    token = os.environ.get(TOKEN_ENV) or new_token()
-    application = create_app(h, default_trial=default, operator_token=token, open_compat_grading=compat_trial)
+        agent_app, grader_app = compat_apps(h, default, token)
+        gport = grader_port if grader_port is not None else port + 1
+        servers.append(uvicorn.Config(grader_app, host="127.0.0.1", port=gport, log_level="warning"))
+        err.print(
+            f"Claw-Eval grader routes (audit, reset; no token) on http://127.0.0.1:{gport} — "
+            "point Claw-Eval's grader there, never the agent"
+        )
+    else:
+        agent_app = create_app(h, operator_token=token)
+    servers.insert(0, uvicorn.Config(agent_app, host=host, port=port, log_level="warning"))
     if token_file is not None:
         token_file.write_text(token + "\n", encoding="utf-8")
         token_file.chmod(0o600)
@@ -259,7 +278,14 @@ def serve(
     err.print(
         f"serving {len(specs)} task(s) on http://{host}:{port}  (POST /trials with the token to open a trial)"
     )
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    asyncio.run(_serve_all([uvicorn.Server(c) for c in servers]))
+
+
+async def _serve_all(servers: list[Any]) -> None:
+    """Run uvicorn servers in one event loop (they share the host's trials); Ctrl-C stops all."""
+    import asyncio
+
+    await asyncio.gather(*(s.serve() for s in servers))
 
 
 @app.command()

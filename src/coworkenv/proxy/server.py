@@ -16,7 +16,8 @@ Contract:
   ``seq`` is the arrival order within the rollout. Bad bodies → 400; backend failures
   (:class:`BackendError`) → 502 (504 for ``kind == "timeout"``; 400 for ``context_length``, a prompt
   longer than the model's context, which is never truncated silently); anything else → 500 — all
-  recorded with ``error`` set.
+  recorded with ``error`` set. A body over ``max_body_bytes`` (default 16 MiB,
+  ``$COWORKENV_MAX_BODY_BYTES``) → 413 ``request_too_large``, recorded too, and not held in memory.
 * Streaming is buffered pseudo-streaming: the backend produces the whole turn; while it runs, an SSE
   keep-alive comment goes out every ``keepalive_s`` (the 200 status is committed only then, so a
   failure within the first interval still gets a real 5xx status; a later one ends the stream with
@@ -47,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from coworkenv import bodylimit
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.dialects.anthropic import AnthropicMessages
@@ -153,9 +155,17 @@ class _Call:
 class ProxyServer:
     """The proxy; ``app`` is the ASGI application to serve (e.g. with uvicorn)."""
 
-    def __init__(self, backend: Backend, store: CaptureStore, *, keepalive_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        store: CaptureStore,
+        *,
+        keepalive_s: float = 2.0,
+        max_body_bytes: int | None = None,
+    ) -> None:
         if keepalive_s <= 0:
             raise ValueError(f"keepalive_s must be > 0, got {keepalive_s}")
+        self.max_body_bytes = bodylimit.max_body_bytes(max_body_bytes)
         self._backend = backend
         self._store = store
         self.keepalive_s = keepalive_s
@@ -298,14 +308,19 @@ class ProxyServer:
         if scope["method"] != "POST":
             await _respond(send, 405, dialect.error_body(405, "method_not_allowed", f"/{rest} takes POST"))
             return
-        raw = await _read_body(receive)
+        raw = await _read_body(receive, self.max_body_bytes, scope)
+        if kind == "call":
+            await self._call(rollout, dialect, raw, send)
+            return
+        if raw is None:
+            too_large = f"the request body is larger than {self.max_body_bytes} bytes"
+            await _respond(send, 413, dialect.error_body(413, "request_too_large", too_large))
+            return
         if kind == "count_tokens":
             await _respond(send, 200, dumps({"input_tokens": max(1, len(raw) // 4)}))
             return
         if kind == "gemini_count":
             await _respond(send, 200, dumps({"totalTokens": max(1, len(raw) // 4)}))
-            return
-        await self._call(rollout, dialect, raw, send)
 
     def _models(self, rollout: _Rollout) -> bytes:
         name = (rollout.backend or self._backend).name
@@ -324,7 +339,7 @@ class ProxyServer:
 
     # ------------------------------------------------------------------ one model call
 
-    async def _call(self, rollout: _Rollout, dialect: Dialect, raw: bytes, send: Send) -> None:
+    async def _call(self, rollout: _Rollout, dialect: Dialect, raw: bytes | None, send: Send) -> None:
         call = _Call(
             rollout=rollout,
             seq=rollout.next_seq,
@@ -351,8 +366,13 @@ class ProxyServer:
             call.error, call.turn = (500, "capture_failed", f"the call could not be recorded: {exc}"), None
         await self._answer(call, send)
 
-    async def _generate(self, call: _Call, raw: bytes, send: Send) -> None:
-        """Parse and run the backend, sending keep-alives meanwhile; failures land in call.error."""
+    async def _generate(self, call: _Call, raw: bytes | None, send: Send) -> None:
+        """Parse and run the backend, sending keep-alives meanwhile; failures land in call.error
+        (``raw`` None: the body was over the size cap and was not kept)."""
+        if raw is None:
+            message = f"the request body is larger than {self.max_body_bytes} bytes"
+            call.error = (413, "request_too_large", message)
+            return
         try:
             try:
                 call.parsed = parsed = call.dialect.parse(orjson.loads(raw))
@@ -469,16 +489,23 @@ def _policy_version(backend: Backend) -> str:
         return "unknown"
 
 
-async def _read_body(receive: Receive) -> bytes:
-    message = await receive()
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body"):
-        return body
-    chunks = [body]
-    while message.get("more_body"):
+async def _read_body(receive: Receive, limit: int, scope: Scope) -> bytes | None:
+    """The request body, or None once it is over ``limit`` bytes (a declared Content-Length over it
+    is not read at all; a chunked one stops being kept as it passes the limit)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
-    return b"".join(chunks)
+        body: bytes = message.get("body", b"")
+        size += len(body)
+        if size > limit:
+            return None
+        chunks.append(body)
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 async def _respond(send: Send, status: int, body: bytes) -> None:

@@ -29,7 +29,9 @@ health and events never fault and never record a call; a refused request is reco
 answered without calling the tool. With ``create_app(host, default_trial=tid)`` the same per-trial
 routes are also served without the ``/t/<key>`` prefix, so Claw-Eval's harness can point at the app
 as if it were its mock services (its grading routes there stay operator-only unless
-``open_compat_grading=True``, which Claw-Eval's own grader needs).
+``open_compat_grading=True``, which Claw-Eval's own grader needs). :func:`compat_apps` makes the
+pair ``coworkenv serve --claw-eval-compat`` runs: the agent's app, where the grading routes need the
+token in every mode, and the grader's app, for a separate port the agent is not given.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from coworkenv.bodylimit import BodyLimit
 from coworkenv.serve import to_json
 from coworkenv.serve.access import (
     REFUSAL_MESSAGES,
@@ -390,6 +393,7 @@ def create_app(
     mcp: bool = True,
     operator_token: str | None = None,
     open_compat_grading: bool = False,
+    max_body_bytes: int | None = None,
 ) -> FastAPI:
     """The HTTP (and streamable-HTTP MCP) face of ``host``'s trials.
 
@@ -399,7 +403,9 @@ def create_app(
     ``POST /helpdesk/tickets``, ``GET /helpdesk/audit``, ``POST /helpdesk/reset``); the trial is
     looked up per request, so it may be opened after the app is created. Its root grading routes
     need the token too unless ``open_compat_grading`` (Claw-Eval's grader sends none).
-    ``mcp=False`` leaves out the MCP endpoint (and its lifespan).
+    ``mcp=False`` leaves out the MCP endpoint (and its lifespan). Request bodies (tool routes and
+    MCP alike) over ``max_body_bytes`` (default 16 MiB, ``$COWORKENV_MAX_BODY_BYTES``) get a 413
+    ``request_too_large`` before they are read (:class:`coworkenv.bodylimit.BodyLimit`).
     """
     from coworkenv.serve.mcp import StreamableHttpMount
 
@@ -441,7 +447,24 @@ def create_app(
     if default_trial is not None:
         routes.append(Route("/{path:path}", api.default_path, methods=all_methods))
     app.router.routes.extend(routes)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     return app
+
+
+def compat_apps(host: Host, default_trial: str, operator_token: str) -> tuple[FastAPI, FastAPI]:
+    """The agent's and the grader's apps over the same trials, for Claw-Eval compatibility.
+
+    Both serve ``default_trial`` at Claw-Eval's bare routes. On the agent's app the grading routes
+    (``/<service>/audit``, ``/<service>/reset``, ``/reset``, ``/events``, ``/state``) need the
+    operator token, as everywhere else: an agent that can reach its port cannot empty the audit
+    after a forbidden action. The grader's app answers them without a token (Claw-Eval's grader
+    sends none) and has no MCP endpoint; serve it on a port only the grader reaches.
+    """
+    agent = create_app(host, default_trial=default_trial, operator_token=operator_token)
+    grader = create_app(
+        host, default_trial=default_trial, mcp=False, operator_token=operator_token, open_compat_grading=True
+    )
+    return agent, grader
 
 
 # ---------------------------------------------------------------- running

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -28,7 +28,8 @@ class Ticket(Record):
 
 
 _SUMMARY = ("ticket_id", "title", "reporter", "department", "priority", "status", "created_at")
-_STATUSES = ("open", "in_progress", "pending", "resolved", "closed")
+# the statuses an update may set (its schema's enum): closing takes helpdesk_close_ticket, with a resolution
+UpdateStatus = Literal["open", "in_progress", "pending", "resolved"]
 _PRIORITIES = ("low", "medium", "high", "critical", "urgent")
 
 
@@ -86,7 +87,7 @@ class Helpdesk(Service):
         category: Annotated[str | None, Field(description="Category")] = None,
         assigned_to: Annotated[str | None, Field(description="Assignee")] = None,
         status: Annotated[
-            str | None, Field(description="New status (open/in_progress/pending/resolved)")
+            UpdateStatus | None, Field(description="New status (to close: helpdesk_close_ticket)")
         ] = None,
         comment: Annotated[str | None, Field(description="Internal note appended to the ticket")] = None,
     ) -> dict[str, Any]:
@@ -95,8 +96,6 @@ class Helpdesk(Service):
         cur = tickets.require(ticket_id, "Ticket")
         if priority is not None and priority.lower() not in _PRIORITIES:
             raise invalid(f"priority must be one of {list(_PRIORITIES)}")
-        if status is not None and status not in _STATUSES:
-            raise invalid(f"status must be one of {list(_STATUSES)}")
         changes: dict[str, Any] = {
             k: v
             for k, v in (

@@ -9,7 +9,7 @@ task's fixture, so a typo is an error instead of a silently empty list or a junk
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -30,6 +30,9 @@ class TodoItem(Record):
 
 _STATUSES = ("pending", "in_progress", "completed", "blocked", "cancelled")
 _PRIORITIES = ("low", "medium", "high", "urgent")
+# what the write tools' schemas list (an enum), so a value the schema does not list is refused
+Status = Literal["pending", "in_progress", "completed", "blocked", "cancelled"]
+Priority = Literal["low", "medium", "high", "urgent"]
 _ID = Annotated[str, Field(description="Task ID")]
 
 
@@ -81,7 +84,7 @@ class Todo(Service):
         self,
         title: Annotated[str, Field(description="Task title", min_length=1)],
         description: Annotated[str | None, Field(description="Task description")] = None,
-        priority: Annotated[str, Field(description="Priority (high/medium/low)")] = "medium",
+        priority: Annotated[Priority, Field(description="Priority")] = "medium",
         due_date: Annotated[str | None, Field(description="Due date (YYYY-MM-DD)")] = None,
         tags: Annotated[list[str] | None, Field(description="List of tags")] = None,
     ) -> dict[str, Any]:
@@ -107,8 +110,8 @@ class Todo(Service):
         *,
         task_id: _ID,
         title: Annotated[str | None, Field(description="New title", min_length=1)] = None,
-        priority: Annotated[str | None, Field(description="New priority (high/medium/low)")] = None,
-        status: Annotated[str | None, Field(description="New status (pending/in_progress/completed)")] = None,
+        priority: Annotated[Priority | None, Field(description="New priority")] = None,
+        status: Annotated[Status | None, Field(description="New status")] = None,
         tags: Annotated[list[str] | None, Field(description="Tag list (replaces the current tags)")] = None,
         description: Annotated[str | None, Field(description="New description")] = None,
         due_date: Annotated[str | None, Field(description="New due date (YYYY-MM-DD)")] = None,
