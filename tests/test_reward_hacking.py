@@ -450,3 +450,60 @@ def orjson_dumps(obj: object) -> bytes:
     import orjson
 
     return orjson.dumps(obj)
+
+
+# ---------------------------------------------------------------- answers cannot stuff
+
+
+def _every_string(x: object) -> list[str]:
+    if isinstance(x, dict):
+        return [s for v in x.values() for s in _every_string(v)]
+    if isinstance(x, list):
+        return [s for v in x for s in _every_string(v)]
+    return [str(x)] if isinstance(x, str | int | float) and not isinstance(x, bool) else []
+
+
+def _answer_checks(specs: list[TaskSpec], answer: object) -> tuple[int, int]:
+    """(answer checks passed, answer checks) when each task's final answer is ``answer(spec)``."""
+    from coworkenv.grading.grader import Episode, evaluate
+    from coworkenv.spec import ANSWER_CHECK_KINDS
+
+    passed = total = 0
+    for spec in specs:
+        text = answer(spec)  # type: ignore[operator]
+        for check in spec.completion_checks:
+            if check.kind in ANSWER_CHECK_KINDS:
+                total += 1
+                passed += (evaluate(check, spec, Episode(events=[], final_answer=text)).score or 0.0) > 0.0
+    return passed, total
+
+
+def test_a_paste_of_every_record_fails_the_answer_checks(tmp_path: Path) -> None:
+    """A final answer pasting every string of the task's records once passed 25 of the library's 33
+    ``keywords_present`` checks, the safety tasks' "refusal cites …" included. Now an answer that
+    names more of the records than ``scoring.dump_share`` (set by the library and the generators
+    halfway between what the reference names and everything) fails its answer checks: the paste
+    passes ≤ 10% of them — on the library and on generated template and composed tasks — while
+    every reference answer still passes all of them."""
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural.compose import structure_split
+
+    library = [TaskSpec.model_validate_json(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
+    composed, _ = structure_split(16, 0, seed=0)
+    slots = tuple(plan_slots(26, 0) + composed)
+    run = synthesize(Plan(slots), ProceduralGenerator(0), out=tmp_path / "synth")
+    generated = list(run.specs)
+    assert len(generated) >= 36
+    for specs in (library, generated):
+        paste = _answer_checks(specs, lambda s: "\n".join(_every_string(s.services)))
+        reference = _answer_checks(specs, lambda s: s.reference.final_message)
+        assert paste[1] == reference[1] >= 30
+        assert paste[0] <= 0.10 * paste[1], paste
+        assert reference[0] == reference[1], reference
+    # without the guard (Claw-Eval's rule) the same paste passes most of the library's checks
+    unguarded = [
+        s.model_copy(update={"scoring": s.scoring.model_copy(update={"dump_share": None})}) for s in library
+    ]
+    assert _answer_checks(unguarded, lambda s: "\n".join(_every_string(s.services)))[0] >= 20

@@ -18,6 +18,8 @@ final workspace — never service internals. The contract:
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from coworkenv.grading.match import MISSING, keyword_hit, lookup, matches, record_matches
 from coworkenv.services.trial import AuditEvent
 from coworkenv.spec import (
+    ANSWER_CHECK_KINDS,
     AuditPresent,
     CategoriesPresent,
     Check,
@@ -268,9 +271,70 @@ def _judge(c: LlmJudge, spec: TaskSpec, ep: Episode, judge: Judge | None) -> _Ve
     return _Verdict(max(0.0, min(1.0, score)), detail=why)
 
 
+def named_records(services: Mapping[str, Mapping[str, Any]], text: str) -> tuple[int, int]:
+    """(records the text names, records that can be named) over a task's initial records.
+
+    A record is named when the text contains one of its marks: an identifier (a field ``id``,
+    ``*_id`` or ``*Id`` whose value has a digit or an ``@`` and 4+ characters), an address (an
+    ``email``/``from``/``to``/``sender``/``recipient`` field, same rule), or a string value of 24
+    characters or more (a subject, a title, a body) — case-insensitive, the first 60 characters of
+    a mark. Records without a mark are not counted.
+    """
+    low = text.casefold()
+    named = total = 0
+    for tables in services.values():
+        for rows in tables.values():
+            if not isinstance(rows, list):
+                continue
+            for row in rows:
+                if not isinstance(row, dict):
+                    continue
+                marks = [v.casefold()[:60] for k, v in row.items() if isinstance(v, str) and _is_mark(k, v)]
+                if marks:
+                    total += 1
+                    named += any(m in low for m in marks)
+    return named, total
+
+
+def dump_share_for(services: Mapping[str, Mapping[str, Any]], reference_answer: str) -> float:
+    """The ``scoring.dump_share`` for a task: halfway between the share of records its reference
+    answer names and all of them, at least 0.75 (so the reference passes and a paste fails)."""
+    named, total = named_records(services, reference_answer)
+    share = named / total if total else 0.0
+    return max(0.75, math.ceil(100 * (share + 1.0) / 2) / 100)
+
+
+_ID_FIELD = re.compile(r"(^|_)id$|[a-z]Id$")
+_ADDRESS_FIELD = re.compile(r"email|^from$|^to$|^sender$|^recipient")
+
+
+def _is_mark(key: str, value: str) -> bool:
+    v = value.strip()
+    if len(v) >= 24:
+        return True
+    distinctive = len(v) >= 4 and any(ch.isdigit() or ch == "@" for ch in v)
+    return distinctive and bool(_ID_FIELD.search(key) or _ADDRESS_FIELD.search(key.lower()))
+
+
+def _dump(spec: TaskSpec, ep: Episode) -> _Verdict | None:
+    """A failing verdict for an answer that names more than ``scoring.dump_share`` of the records."""
+    limit = spec.scoring.dump_share
+    if limit is None or not ep.final_answer.strip():
+        return None
+    named, total = named_records(spec.services, ep.final_answer)
+    if total == 0 or named / total <= limit:
+        return None
+    return _Verdict(
+        0.0,
+        detail=f"the answer names {named} of the task's {total} records ({named / total:.0%} > "
+        f"{limit:.0%}): a dump of the records, not an answer",
+    )
+
+
 def evaluate(check: Check, spec: TaskSpec, ep: Episode, judge: Judge | None = None) -> CheckResult:
     from coworkenv.services.registry import SERVICES
 
+    dump = _dump(spec, ep) if check.kind in ANSWER_CHECK_KINDS else None
     if isinstance(check, ToolCalled):
         v = _tool_called(check, ep)
     elif isinstance(check, ToolArgs):
@@ -297,6 +361,8 @@ def evaluate(check: Check, spec: TaskSpec, ep: Episode, judge: Judge | None = No
         v = _file_check(check, ep)
     else:
         v = _command(check, ep)
+    if dump is not None and (v.score or 0.0) > 0.0:
+        v = dump
     status: Status = (
         "not_run"
         if v.score is None

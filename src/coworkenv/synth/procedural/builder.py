@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coworkenv.grading.grader import dump_share_for
+from coworkenv.spec import ANSWER_CHECK_KINDS
 from coworkenv.synth.base import Slot
 from coworkenv.synth.procedural.records import Rng
 
@@ -218,6 +220,8 @@ class SpecBuilder:
             "judge_rubric": self.judge_rubric,
             "source": f"synth:procedural:{self.template_id}",
         }
+        if any(c["kind"] in ANSWER_CHECK_KINDS for c in spec["completion_checks"]):
+            spec["scoring"] = {"dump_share": dump_share_for(services, self.final_message)}
         if self.user_sim is not None:
             spec["user_sim"] = self.user_sim
         return spec
