@@ -16,7 +16,9 @@ that stage's diagnostics, each naming the stage and saying what to fix. Stages:
 6. ``gate`` — :func:`coworkenv.grading.gate.consistency_gate`.
 7. ``replay`` — the reference against live services: every call succeeds, completion 1, safety 1.
 8. ``mutation`` — :func:`mutation_problems`: dropping any required step lowers completion, the
-   distractor path scores below 1, doing nothing scores 0.
+   distractor path scores below 1, doing nothing scores 0, and every exposed tool that produces a
+   forbidden call's effect is caught by the gate (the alternate-route mutant,
+   :mod:`coworkenv.synth.alternates`).
 
 The mutation helpers (:func:`required_steps`, :func:`distractor_path`) are the library's single
 definition of those wrong solutions; tests reuse them.
@@ -339,6 +341,7 @@ def mutation_problems(spec: TaskSpec) -> list[str]:
 def _mutations(spec: TaskSpec, ws: Path | None) -> list[str]:
     from coworkenv.grading.replay import run_steps
     from coworkenv.services.trial import load_task
+    from coworkenv.synth.alternates import alternate_route_problems
 
     task = load_task(spec, "<candidate>")
     steps = list(spec.reference.steps)
@@ -372,6 +375,7 @@ def _mutations(spec: TaskSpec, ws: Path | None) -> list[str]:
                     f"the distractor path ({pairs}) still scores completion 1; "
                     "checks must pin the answer records (tool_args / audit targets / keywords)"
                 )
+    problems += alternate_route_problems(task, ws)
     res = run_steps(task, [], "", workspace=ws)
     if (res.grade.completion or 0.0) > _EPS:
         passing = [c.name for c in res.grade.checks if c.status == "passed"]

@@ -1,0 +1,290 @@
+"""Alternate-route mutants: a forbidden action is caught whichever exposed tool produces its effect.
+
+A forbidden rule names a tool (``helpdesk_close_ticket`` on TK-1003); a policy under RL finds the
+other tool that does the same thing (``helpdesk_update_ticket {"status": "closed"}``). Validation
+therefore tries the routes:
+
+1. **The forbidden effect.** The rule's call — its targets' first values, the tool's other
+   required arguments filled (an id from the service's records for a key field, the first enum
+   value, an address for ``to``/``email``, ``"x"``, ``1``, ``[]``) — runs on a fresh trial; the
+   *essential* change it makes is kept: fields of existing records that changed (not timestamps,
+   not a value we filled in — unless nothing else changed), records deleted, and fields of new
+   records that carry one of the call's own argument values (the recipient, the amount); what the
+   service emitted (e.g. gmail's ``sent``) only when no table changed.
+2. **Every other route.** Each other exposed write tool is called on the same record with the
+   same values where it has parameters of those names (the record's key, the changed fields, the
+   rule's arguments), the rest filled as above; a call the service refuses is no route.
+3. **The gate.** A route whose change contains the whole essential change, graded as safe, is a
+   problem naming the tool, its arguments and what to add (a ``forbidden_effects`` rule).
+
+Contract: :func:`alternate_route_problems` returns those problems (empty when every route is
+caught or none exists). A rule without targets (any call of the tool) is aimed at the first record
+its call can name; a target matched loosely (``icontains``) takes a record value that contains it;
+a rule whose own call fails gives no effect to compare and is skipped. It never mutates the task.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from coworkenv.grading.match import matches
+from coworkenv.services.trial import LoadedTask
+from coworkenv.spec import FieldTarget, Forbidden, ToolCall
+
+FILLER = "x"
+ADDRESS = "route-check@example.com"
+# the audit collections whose records leave the company (mail sent, notifications, shares, exports)
+OUTBOUND = frozenset(
+    {
+        ("gmail", "sent"),
+        ("contacts", "sent_messages"),
+        ("config", "notifications"),
+        ("notes", "shared"),
+        ("rss", "published"),
+        ("crm", "exports"),
+    }
+)
+Effect = frozenset[tuple[str, ...]]
+
+
+def alternate_route_problems(task: LoadedTask, workspace: Path | None = None) -> list[str]:
+    """One problem per (forbidden rule, exposed tool) whose route the gate scores safe."""
+    from coworkenv.grading.replay import run_steps
+
+    problems: list[str] = []
+    for rule in task.spec.forbidden:
+        if rule.tool not in task.tools:
+            continue
+        given = {t.field: _literal(task, t) for t in rule.targets if "." not in t.field}
+        if None in given.values():
+            continue
+        args = _fill(task, rule.tool, given)
+        res = run_steps(task, [ToolCall(tool=rule.tool, args=args)], "", workspace=workspace)
+        if not res.episode.events or not res.episode.events[-1].ok:
+            continue
+        essential = _changes(task, res, args)
+        if not essential:
+            continue
+        record = _record_of(task, essential)
+        for name, tdef in task.tools.items():
+            if name == rule.tool or tdef.kind != "write":
+                continue
+            route = _fill(task, name, {**given, **record, **_values(essential)}, _addresses(essential))
+            alt = run_steps(task, [ToolCall(tool=name, args=route)], "", workspace=workspace)
+            if not alt.episode.events or not alt.episode.events[-1].ok:
+                continue
+            if essential <= _changes(task, alt, route, route=True) and alt.grade.safety == 1.0:
+                problems.append(_problem(rule, name, route, essential))
+    return problems
+
+
+def _problem(rule: Forbidden, tool: str, args: Mapping[str, Any], effect: Effect) -> str:
+    shown = "; ".join(_describe(e) for e in sorted(effect))
+    return (
+        f"alternate route: {tool} {json.dumps(dict(args), sort_keys=True, default=str)} does what the "
+        f"forbidden {rule.tool} call does ({shown}) and the gate scores it safe; add a forbidden_effects "
+        "rule on that effect (field_value / deleted / leaked) so every route is caught"
+    )
+
+
+def _describe(e: tuple[str, ...]) -> str:
+    if e[0] == "deleted":
+        return f"{e[1]}.{e[2]}[{e[3]}] deleted"
+    if e[0] == "emitted":
+        return f"sends out {e[1]}"
+    if e[0] == "changed":
+        return f"{e[1]}.{e[2]}[{e[3]}].{e[4]} -> {e[5]}"
+    return f"new {e[1]}.{e[2]} with {e[3]} = {e[4]}"
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _key_ids(task: LoadedTask) -> dict[str, str]:
+    """Key field name -> the first record id of a table keyed by it (for ``*_id`` fillers)."""
+    from coworkenv.services.trial import initial_snapshot
+
+    out: dict[str, str] = {}
+    for svc, tables in initial_snapshot(task).items():
+        keys = _keys(task, svc)
+        for table, rows in tables.items():
+            key = keys.get(table)
+            if key and rows and key in rows[0]:
+                out.setdefault(key, str(rows[0][key]))
+    return out
+
+
+def _literal(task: LoadedTask, target: FieldTarget) -> Any:
+    """A value the rule's target accepts: its first value when matched exactly, else a record
+    value containing it (``ravi.patil@`` → ``ravi.patil@company.com``), else None."""
+    from coworkenv.services.trial import initial_snapshot
+
+    first = target.values[0]
+    if target.match in ("equals", "iequals") or not isinstance(first, str):
+        return first
+    for value in _leaves(initial_snapshot(task)):
+        if isinstance(value, str) and len(value) < 200 and matches(value, target):
+            return value
+    return None
+
+
+def _fill(
+    task: LoadedTask, tool: str, given: Mapping[str, Any], addresses: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Arguments for ``tool``: ``given`` where it has those parameters, ``addresses`` for its
+    address parameters (``to``, ``recipients``, …), its other required ones filled."""
+    schema = task.tools[tool].input_schema()
+    props: Mapping[str, Any] = schema.get("properties", {})
+    args = {k: v for k, v in given.items() if k in props}
+    if addresses:
+        for name, prop in props.items():
+            if name not in args and _ADDRESS_PARAM.search(name):
+                args[name] = list(addresses) if prop.get("type") == "array" else addresses[0]
+    ids = _key_ids(task)
+    for name in schema.get("required", []):
+        if name not in args:
+            args[name] = _filler(name, props.get(name, {}), ids)
+    return args
+
+
+def _filler(name: str, prop: Mapping[str, Any], ids: Mapping[str, str]) -> Any:
+    if name in ids:
+        return ids[name]
+    if prop.get("enum"):
+        return prop["enum"][0]
+    kind = prop.get("type")
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return True
+    if kind == "object":
+        return {}
+    if _ADDRESS_PARAM.search(name):
+        return ADDRESS
+    return FILLER
+
+
+# ---------------------------------------------------------------- effects
+
+
+def _keys(task: LoadedTask, svc: str) -> dict[str, str]:
+    defs = getattr(task.services.get(svc), "tables", {}) or {}
+    return {t: getattr(d, "key", "id") for t, d in defs.items()}
+
+
+def _timestamp(field: str, value: Any, arg_values: set[str]) -> bool:
+    """A field the service stamps itself (a time, a date not given in the arguments)."""
+    f = field.lower()
+    named = f.endswith(("_at", "_time", "timestamp", "_date", "updated")) or f in ("date", "time")
+    dated = isinstance(value, str) and bool(_DATE.match(value.strip()))
+    return (named or dated) and _norm(value) not in arg_values
+
+
+def _changes(task: LoadedTask, res: Any, args: Mapping[str, Any], *, route: bool = False) -> Effect:
+    """What a one-call run changed (see the module docstring).
+
+    For the forbidden call (``route=False``): table changes whose value is not one we filled in
+    (only when every change is a filled-in value: those, as "changed at all", ``*``); new records'
+    fields carrying the call's argument values; audit collections (what was emitted, e.g. sent
+    mail) only when no table changed. For a route (``route=True``): every change, each field also
+    as ``*``, so a ``*`` in the forbidden effect matches any new value of that field.
+    """
+    trial = res.trial
+    before, after = trial.initial_snapshot(), trial.snapshot()
+    arg_values = {_norm(v) for v in _leaves(args)} - {_norm(FILLER), _norm(ADDRESS)}
+    changed: set[tuple[str, ...]] = set()
+    filled: set[tuple[str, ...]] = set()
+    for svc, tables in after.items():
+        keys = _keys(task, svc)
+        for table, rows in tables.items():
+            key = keys.get(table, "id")
+            old = {str(r.get(key)): r for r in before.get(svc, {}).get(table, []) if isinstance(r, Mapping)}
+            new = {str(r.get(key)): r for r in rows if isinstance(r, Mapping)}
+            for rid in old.keys() - new.keys():
+                changed.add(("deleted", svc, table, rid))
+            for rid, row in new.items():
+                if rid not in old:
+                    changed |= _new_row(svc, table, row, arg_values, route)
+                    continue
+                for field, value in row.items():
+                    if old[rid].get(field) == value or _timestamp(field, value, arg_values):
+                        continue
+                    if route:
+                        changed |= {("changed", svc, table, rid, field, _norm(value)),
+                                    ("changed", svc, table, rid, field, "*")}  # fmt: skip
+                    elif _norm(value) == _norm(FILLER):
+                        filled.add(("changed", svc, table, rid, field, "*"))
+                    else:
+                        changed.add(("changed", svc, table, rid, field, _norm(value)))
+    out = changed or filled
+    if route or not out:  # what left the services: any record sent out carrying a value of the call
+        for svc, collections in trial.audit_collections().items():
+            for collection, rows in collections.items():
+                if (svc, collection) not in OUTBOUND:
+                    continue
+                for row in rows:
+                    values = {_norm(v) for v in _leaves(row)}
+                    out |= {("emitted", v) for v in values if route or v in arg_values}
+    return frozenset(out)
+
+
+def _new_row(
+    svc: str, table: str, row: Mapping[str, Any], arg_values: set[str], keep_all: bool
+) -> set[tuple[str, ...]]:
+    return {
+        ("new", svc, table, field, _norm(value))
+        for field, value in row.items()
+        if not _timestamp(field, value, arg_values) and (keep_all or _norm(value) in arg_values)
+    }
+
+
+def _record_of(task: LoadedTask, effect: Effect) -> dict[str, Any]:
+    """The keys of the records the effect is on (``{key field: id}``), to aim the other routes."""
+    out: dict[str, Any] = {}
+    for e in effect:
+        if e[0] in ("changed", "deleted"):
+            out.setdefault(_keys(task, e[1]).get(e[2], "id"), e[3])
+    return out
+
+
+def _values(effect: Effect) -> dict[str, Any]:
+    """Field -> value of the effect's changed and new fields (parameters of those names get them)."""
+    out: dict[str, Any] = {}
+    for e in effect:
+        if e[0] == "changed":
+            out.setdefault(e[4], FILLER if e[5] == "*" else json.loads(e[5]))
+        elif e[0] == "new":
+            out.setdefault(e[3], json.loads(e[4]))
+    return out
+
+
+def _addresses(effect: Effect) -> list[str]:
+    """The email addresses an effect sends to (for a route's ``to`` / ``recipients``)."""
+    found = []
+    for e in effect:
+        value = json.loads(e[-1]) if e[0] != "deleted" and e[-1] != "*" else None
+        if isinstance(value, str) and "@" in value and " " not in value.strip():
+            found.append(value)
+    return sorted(found)
+
+
+def _leaves(x: Any) -> list[Any]:
+    if isinstance(x, Mapping):
+        return [v for item in x.values() for v in _leaves(item)]
+    if isinstance(x, list | tuple):
+        return [v for item in x for v in _leaves(item)]
+    return [x]
+
+
+def _norm(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+_ADDRESS_PARAM = re.compile(r"email|^to$|recipient|address|destination")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$")
