@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,7 +59,7 @@ from coworkenv.rollout.harnesses.base import (
     HarnessNotInstalled,
     HarnessResult,
 )
-from coworkenv.rollout.isolation import Isolation
+from coworkenv.rollout.isolation import Isolation, Jail
 from coworkenv.rollout.record import FailureKind, FailureLabel, RolloutRecord, ToolCallRecord
 from coworkenv.rollout.reward import grade_rollout
 from coworkenv.rollout.sandbox import Sandbox, kill_marked
@@ -133,6 +133,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         timeout = min(timeout, rc.timeout_cap_s)
     box: Sandbox | None = None
     trial: Trial | None = None
+    ctx: HarnessContext | None = None
     opened = False
     result = HarnessResult()
     failure: tuple[FailureKind, str] | None = None
@@ -170,15 +171,27 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         settle_s = rc.settle_timeout_s if failure is None and not result.timed_out else 1.0
         n_calls = await rc.proxy.settle(rid, timeout_s=settle_s)
         calls = _read_captured(rc, rid, result)
-        failure = failure or _label(result, calls, n_calls)
+        if ctx.jail is not None:
+            ctx.jail.settle()
+        failure = failure or _label(result, calls, n_calls, ctx.jail.events if ctx.jail else ())
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
-        if opened:
-            rc.proxy.close_rollout(rid)
-        if trial is not None:
-            rc.host.close_trial(trial.id)
-        if box is not None:
-            box.cleanup(keep=rc.keep_sandboxes)
+        _release(rc, rid if opened else None, trial, box, ctx.jail if ctx is not None else None)
+
+
+def _release(
+    rc: RunContext, rid: str | None, trial: Trial | None, box: Sandbox | None, jail: Jail | None
+) -> None:
+    """What a rollout held, given back whatever ended it: its control group, proxy prefix, trial
+    and sandbox."""
+    if jail is not None:
+        jail.close()
+    if rid is not None:
+        rc.proxy.close_rollout(rid)
+    if trial is not None:
+        rc.host.close_trial(trial.id)
+    if box is not None:
+        box.cleanup(keep=rc.keep_sandboxes)
 
 
 def _context(
@@ -213,10 +226,19 @@ def _read_captured(rc: RunContext, rid: str, result: HarnessResult) -> list[Capt
 
 
 def _label(
-    result: HarnessResult, calls: Sequence[CapturedCall], n_calls: int
+    result: HarnessResult,
+    calls: Sequence[CapturedCall],
+    n_calls: int,
+    limits_hit: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[FailureKind, str] | None:
     if result.failure is not None:
         return result.failure
+    hit = sorted({str(e.get("limit")) for e in limits_hit if e.get("kind") == "limit"})
+    if hit and n_calls > 0:
+        # the policy ran the rollout into its jail's limits (disk, memory, processes): its outcome,
+        # graded like a timeout — a crash it caused must not make it unscored
+        result.meta["ended_on"] = "limit:" + ",".join(hit)
+        return None
     errors = [c for c in calls if c.error]
     if errors and max(c.seq for c in errors) == max(c.seq for c in calls):
         # the harness ended on a failed model call: the failure is the backend's, not the policy's

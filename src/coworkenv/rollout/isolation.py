@@ -24,8 +24,12 @@ path), so nothing the agent left behind — a ``json.py`` beside the verifier, a
 shell rc — runs in it.
 
 Limits (``prlimit``, every mode): processes, address space, file size, open files, no core
-dumps; the disk quota of the writable directories is enforced by
-:func:`coworkenv.rollout.sandbox.run_process` with :meth:`Jail.disk_usage`.
+dumps — each per process; and per rollout, where the kernel allows a control group
+(:mod:`coworkenv.rollout.cgroups`): every process the rollout starts joins its group, which bounds
+their resident memory together (``rollout_memory_bytes``) and their number (``processes``);
+where it does not, a loud warning and ``meta.isolation.rollout_limits`` say so. The disk quota of
+the writable directories is enforced by :func:`coworkenv.rollout.sandbox.run_process` with
+:meth:`Jail.disk_usage`.
 
 ``COWORKENV_ISOLATION``: ``auto`` (default: bwrap when it starts here, else ``none`` with a loud
 warning), ``bwrap`` (required: a jail that cannot start is a start failure), ``none`` (opt-out,
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coworkenv.errors import CoworkError
+from coworkenv.rollout.cgroups import RolloutGroup, cgroup_problem
 from coworkenv.rollout.netjail import JAIL_DIR, forwarder_argv, jail_python
 
 log = logging.getLogger(__name__)
@@ -83,6 +88,9 @@ class Limits:
     """Total size of workspace + HOME + TMPDIR (watched while a process runs)."""
     tmpfs_bytes: int = 256 << 20
     """Size of each of the jail's in-memory ``/tmp`` and ``/dev/shm`` (held in RAM)."""
+    rollout_memory_bytes: int | None = 4 * GiB
+    """Resident memory of all the rollout's processes together (its control group, where the
+    kernel allows one: :mod:`coworkenv.rollout.cgroups`); ``processes`` bounds the group too."""
 
     def prlimit(self, extra_processes: int = 0) -> list[str]:
         args = ["prlimit", "--core=0"]
@@ -214,11 +222,18 @@ class Jail:
     rollout_id: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Limits the rollout ran into (disk quota, ...): evidence for the record."""
+    group: RolloutGroup | None = None
+    """The rollout's control group (:meth:`open_group`; :func:`coworkenv.rollout.sandbox.run_process`
+    and :meth:`verifier` open it), which every process :meth:`wrap` starts joins."""
+    group_reason: str = ""
+    """Why the rollout has no control group (per-process limits only), when it has none."""
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "uid": self.uid, "network": self.network}
         if self.reason:
             out["reason"] = self.reason
+        if self.group_reason:
+            out["rollout_limits"] = f"per process only: {self.group_reason}"
         if self.network_reason and self.network_reason != self.reason:
             out["network_reason"] = self.network_reason
         return out
@@ -260,7 +275,7 @@ class Jail:
         isolated network those loopback ports, and only those, reach the host.
         """
         if self.mode == "none":
-            return [*self.limits.prlimit(_own_processes()), *argv]
+            return self._grouped([*self.limits.prlimit(_own_processes()), *argv])
         isolated = self.network == "isolated"
         out = [*self.limits.prlimit(0 if self.uid is not None else _own_processes()), *_namespaces(isolated)]
         out += _system_mounts()
@@ -290,7 +305,41 @@ class Jail:
             ]
             argv = forwarder_argv(python, relay[1], argv)
         out += ["--remount-ro", "/", "--chdir", str(cwd), *_as_agent(self.uid), *argv]
-        return out
+        return self._grouped(out)  # joined on the host, before the namespaces: /sys is not in the jail
+
+    def open_group(self) -> None:
+        """Make the rollout's control group if the kernel allows one (once; the processes
+        :meth:`wrap` starts from then on join it), else warn loudly and record why not."""
+        if self.group is None and not self.group_reason:
+            limits = self.limits
+            problem = cgroup_problem()
+            if problem is None:
+                try:
+                    self.group = RolloutGroup.create(
+                        self.rollout_id or "rollout", limits.rollout_memory_bytes, limits.processes
+                    )
+                except OSError as exc:
+                    problem = f"{type(exc).__name__}: {exc}"
+            if problem is not None:
+                self.group_reason = problem
+                _warn_once(
+                    f"rollout limits are PER PROCESS only ({problem}): a rollout's processes together "
+                    "can exceed its memory and process limits and starve its neighbours"
+                )
+
+    def _grouped(self, argv: Sequence[str]) -> list[str]:
+        return self.group.enter(argv) if self.group is not None and not self.group.closed else list(argv)
+
+    def settle(self) -> None:
+        """Add the limits the rollout's control group ran into (OOM kills, refused forks) to
+        :attr:`events`."""
+        if self.group is not None:
+            self.events.extend(self.group.events())
+
+    def close(self) -> None:
+        """Kill what is left in the rollout's control group and remove it (after the rollout)."""
+        if self.group is not None:
+            self.group.close()
 
     def verifier(
         self, command: str, workspace: Path, timeout_s: float, room: Path
@@ -304,6 +353,7 @@ class Jail:
             d.mkdir(parents=True)
         # this jail's mode, uid, limits and network; only the room writable (the jail's passwd
         # names writable[1] as the agent's home), nothing of the rollout's watched or recorded
+        self.open_group()
         clean = dataclasses.replace(self, writable=(tmp, home), passwd_dir=room, watched=(), events=[])
         clean.prepare()
         env = {

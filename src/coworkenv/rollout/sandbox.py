@@ -137,6 +137,7 @@ async def run_process(
     async with relays(ports, jail.rollout_id if jail is not None else "") as relay_dir:
         if jail is not None:
             await asyncio.to_thread(jail.prepare)
+            jail.open_group()
             argv = jail.wrap(argv, cwd, ro_paths, (relay_dir, ports) if relay_dir is not None else None)
         return await _run(argv, cwd, env, timeout_s, out_path, err_path, max_stdout, jail, t0)
 

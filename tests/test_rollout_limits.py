@@ -1,0 +1,132 @@
+"""Limits per rollout, not per process: a rollout's processes together stay under its memory and
+process limits (its control group), and a rollout that runs into a limit is graded, not unscored.
+
+Before: six children each held their share under a per-process data limit (1.18 GiB under
+256 MiB); one rollout could starve its neighbours' groups. Where the kernel gives no control group
+the fallback is loud and recorded (``meta.isolation.rollout_limits``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from coworkenv.rollout.cgroups import RolloutGroup, cgroup_problem
+from coworkenv.rollout.execute import _label
+from coworkenv.rollout.harnesses.base import HarnessResult
+from coworkenv.rollout.isolation import Isolation, Limits
+from coworkenv.rollout.sandbox import Sandbox, run_process
+from coworkenv.tasks.builtin import builtin_task
+
+MiB = 1 << 20
+CHILDREN = """
+import subprocess, sys
+code = "x = b'\\\\x01' * ({mib} << 20); import time; time.sleep(1.5)"
+kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range({n})]
+print(" ".join(str(k.wait()) for k in kids))
+"""
+FORKS = """
+import subprocess, sys
+ok = refused = 0
+kids = []
+for _ in range({n}):
+    try:
+        kids.append(subprocess.Popen(["sleep", "1"]))
+        ok += 1
+    except OSError:
+        refused += 1
+for k in kids:
+    k.wait()
+print(ok, refused)
+"""
+
+
+def _require_groups() -> None:
+    problem = cgroup_problem()
+    if problem is not None:
+        pytest.fail(f"this machine gives no control group ({problem}): rollout limits are per process")
+
+
+def _run(tmp_path: Path, limits: Limits, script: str, rid: str) -> tuple[str, list[dict[str, object]]]:
+    box = Sandbox.create(tmp_path, rid, builtin_task("M1003_ticket_kb_resolution"))
+    jail = box.jail(Isolation("auto", limits))
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    try:
+        res = asyncio.run(
+            run_process(
+                [python, "-c", script],
+                cwd=box.workspace,
+                env=box.env(),
+                timeout_s=60,
+                log_dir=box.logs,
+                jail=jail,
+            )
+        )
+        jail.settle()
+        assert jail.group is not None
+        dirs = jail.group.dirs
+    finally:
+        jail.close()
+        box.cleanup()
+    assert not any(d.exists() for d in dirs)  # the group is gone with the rollout
+    return res.stdout.strip(), jail.events
+
+
+def test_the_rollouts_processes_share_one_memory_limit(tmp_path: Path) -> None:
+    _require_groups()
+    limits = Limits(processes=64, memory_bytes=1024 * MiB, rollout_memory_bytes=96 * MiB, disk_bytes=None)
+    out, events = _run(tmp_path, limits, CHILDREN.format(mib=48, n=6), "mem")
+    codes = [int(c) for c in out.split()]
+    assert len(codes) == 6
+    # 6 x 48 MiB under 96 MiB for the rollout: at most one child fits beside the others' start-up
+    assert sum(c == -9 for c in codes) >= 4, codes
+    assert any(e["limit"] == "memory" for e in events), events
+    # each child alone is far under its per-process limit (1 GiB): only the group stops them
+    out, events = _run(tmp_path, limits, CHILDREN.format(mib=48, n=1), "mem-one")
+    assert out == "0"
+    assert not [e for e in events if e["limit"] == "memory"]
+
+
+def test_the_rollouts_processes_share_one_process_limit(tmp_path: Path) -> None:
+    _require_groups()
+    limits = Limits(processes=12, rollout_memory_bytes=None, disk_bytes=None)
+    out, events = _run(tmp_path, limits, FORKS.format(n=30), "pids")
+    started, refused = (int(x) for x in out.split())
+    assert started + refused == 30
+    assert started <= 12
+    assert refused >= 18
+    assert any(e["limit"] == "processes" for e in events), events
+
+
+def test_a_group_left_by_a_killed_run_is_swept_on_reuse() -> None:
+    _require_groups()
+    first = RolloutGroup.create("reused", 64 * MiB, 8)
+    second = RolloutGroup.create("reused", 64 * MiB, 8)  # the first was never closed
+    second.close()
+    assert not any(d.exists() for d in first.dirs)
+
+
+def test_a_rollout_that_hits_a_limit_is_graded_not_unscored() -> None:
+    """The policy ran its harness into a limit (the harness died of it): its outcome, scored."""
+    crashed = HarnessResult(exit_code=137)
+    assert _label(crashed, [], 0) is not None  # no model call at all: nothing to score
+    from coworkenv.proxy.capture import CapturedCall
+
+    call = CapturedCall.model_construct(seq=0, error=None, finish_reason="stop")
+    assert _label(crashed, [call], 1) is not None  # a crash of ours: labelled infra
+    hit = [{"kind": "limit", "limit": "memory", "oom_kills": 1}]
+    assert _label(crashed, [call], 1, hit) is None
+    assert crashed.meta["ended_on"] == "limit:memory"
+
+
+def test_without_a_group_the_fallback_is_loud_and_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coworkenv.rollout import isolation
+
+    monkeypatch.setattr(isolation, "cgroup_problem", lambda: "no writable hierarchy (test)")
+    jail = Isolation("auto").jail("r", (Path("/w"), Path("/h")), Path("/p"))
+    jail.open_group()
+    assert jail.group is None
+    assert "per process only: no writable hierarchy (test)" in jail.describe()["rollout_limits"]
