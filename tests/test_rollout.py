@@ -428,7 +428,10 @@ def test_random_kills_and_cancellation_leave_no_orphans_or_workspaces(
     assert killed > 0
     assert len(summary.records) == 6
     assert all(r.status == "infra_failure" for r in summary.records)  # none reached the model
-    assert {r.failure.kind for r in summary.records if r.failure} <= {"harness_crash", "timeout_before_call"}
+    # killed itself or its group: a crash or a timeout; every child killed, its ``wait`` returns 0
+    # and the harness ends cleanly without a model call (http_error)
+    kinds = {r.failure.kind for r in summary.records if r.failure}
+    assert kinds <= {"harness_crash", "timeout_before_call", "http_error"}
     assert set(_all_marked()) - before == set(), "no sandbox process may outlive its rollout"
 
     # cancellation mid-run (Ctrl-C): processes killed, no record written for the unfinished ones

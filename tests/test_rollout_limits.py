@@ -28,6 +28,27 @@ code = "x = b'\\\\x01' * ({mib} << 20); import time; time.sleep(1.5)"
 kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range({n})]
 print(" ".join(str(k.wait()) for k in kids))
 """
+FILL = """
+import os
+made = failed = 0
+for i in range({dirs}):
+    try:
+        os.mkdir(f"d{{i}}")
+        made += 1
+    except OSError:
+        failed += 1
+allocated = 0
+for i in range({files}):
+    try:
+        fd = os.open(f"f{{i}}", os.O_CREAT | os.O_WRONLY)
+        os.posix_fallocate(fd, 0, 1 << 20)
+        allocated += 1
+        os.close(fd)
+    except OSError:
+        pass
+st = os.statvfs(".")
+print(made, failed, allocated, (st.f_blocks - st.f_bfree) * st.f_frsize)
+"""
 FORKS = """
 import subprocess, sys
 ok = refused = 0
@@ -50,8 +71,10 @@ def _require_groups() -> None:
         pytest.fail(f"this machine gives no control group ({problem}): rollout limits are per process")
 
 
-def _run(tmp_path: Path, limits: Limits, script: str, rid: str) -> tuple[str, list[dict[str, object]]]:
-    box = Sandbox.create(tmp_path, rid, builtin_task("M1003_ticket_kb_resolution"))
+def _run(
+    tmp_path: Path, limits: Limits, script: str, rid: str, disk: int | None = None
+) -> tuple[str, list[dict[str, object]]]:
+    box = Sandbox.create(tmp_path, rid, builtin_task("M1003_ticket_kb_resolution"), disk_bytes=disk)
     jail = box.jail(Isolation("auto", limits))
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     try:
@@ -130,3 +153,29 @@ def test_without_a_group_the_fallback_is_loud_and_recorded(monkeypatch: pytest.M
     jail.open_group()
     assert jail.group is None
     assert "per process only: no writable hierarchy (test)" in jail.describe()["rollout_limits"]
+
+
+def test_directories_and_preallocation_count_against_the_disk_quota(tmp_path: Path) -> None:
+    """The quota was polled over regular files only: 30,000 directories put 118 MiB past a 48 MiB
+    quota, and a burst of fallocate landed 2.3x it before the poller acted. Now the sandbox is a
+    filesystem of the quota's size: the write that would pass it fails (ENOSPC), whatever it is."""
+    from coworkenv.rollout.diskfs import disk_problem
+
+    problem = disk_problem()
+    if problem is not None:
+        pytest.fail(f"this machine gives no per-rollout filesystem ({problem}): the quota is only polled")
+    quota = 16 * MiB
+    limits = Limits(disk_bytes=quota)
+    out, _ = _run(tmp_path, limits, FILL.format(dirs=3000, files=40), "disk", disk=quota)
+    made, failed, allocated, used = (int(x) for x in out.split())
+    assert failed > 0  # directories ran out of room (blocks or inodes) ...
+    assert allocated < 16  # ... and so did preallocation
+    assert used <= quota
+    assert made + failed == 3000
+    # a sandbox without a filesystem of its own still counts directories' blocks in its poll
+    box = Sandbox.create(tmp_path, "poll", builtin_task("M1003_ticket_kb_resolution"))
+    jail = box.jail(Isolation("auto", limits))
+    for i in range(200):
+        (box.workspace / f"d{i}").mkdir()
+    assert jail.disk_usage() >= 200 * 4096
+    box.cleanup()

@@ -141,7 +141,8 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
     try:
         try:
             harness.check_installed()
-            box = Sandbox.create(rc.run_dir, rid, spec)
+            disk = rc.isolation.limits.disk_bytes  # its filesystem is made off the event loop
+            box = await asyncio.to_thread(Sandbox.create, rc.run_dir, rid, spec, disk_bytes=disk)
             if spec.id not in rc.host.tasks:
                 rc.host.add_task(spec)
             trial = rc.host.open_trial(spec.id, rid)
@@ -176,14 +177,14 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         failure = failure or _label(result, calls, n_calls, ctx.jail.events if ctx.jail else ())
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
-        _release(rc, rid if opened else None, trial, box, ctx.jail if ctx is not None else None)
+        await _release(rc, rid if opened else None, trial, box, ctx.jail if ctx is not None else None)
 
 
-def _release(
+async def _release(
     rc: RunContext, rid: str | None, trial: Trial | None, box: Sandbox | None, jail: Jail | None
 ) -> None:
     """What a rollout held, given back whatever ended it: its control group, proxy prefix, trial
-    and sandbox."""
+    and sandbox (unmounted off the event loop)."""
     if jail is not None:
         jail.close()
     if rid is not None:
@@ -191,7 +192,7 @@ def _release(
     if trial is not None:
         rc.host.close_trial(trial.id)
     if box is not None:
-        box.cleanup(keep=rc.keep_sandboxes)
+        await asyncio.shield(asyncio.to_thread(box.cleanup, keep=rc.keep_sandboxes))
 
 
 def _context(

@@ -45,6 +45,7 @@ import logging
 import os
 import shutil
 import subprocess
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from typing import Any, Literal
 
 from coworkenv.errors import CoworkError
 from coworkenv.rollout.cgroups import RolloutGroup, cgroup_problem
+from coworkenv.rollout.diskfs import RolloutDisk
 from coworkenv.rollout.netjail import JAIL_DIR, forwarder_argv, jail_python
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,10 @@ class Jail:
     and :meth:`verifier` open it), which every process :meth:`wrap` starts joins."""
     group_reason: str = ""
     """Why the rollout has no control group (per-process limits only), when it has none."""
+    disk_fs: str = ""
+    """The rollout's disk: its own filesystem, or why the quota is only polled."""
+    disk: RolloutDisk | None = None
+    """The rollout's own filesystem, when it has one (set by its sandbox)."""
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "uid": self.uid, "network": self.network}
@@ -234,6 +240,8 @@ class Jail:
             out["reason"] = self.reason
         if self.group_reason:
             out["rollout_limits"] = f"per process only: {self.group_reason}"
+        if self.disk_fs:
+            out["disk"] = self.disk_fs
         if self.network_reason and self.network_reason != self.reason:
             out["network_reason"] = self.network_reason
         return out
@@ -251,11 +259,12 @@ class Jail:
                     continue
 
     def disk_usage(self) -> int:
-        """Bytes allocated in the writable and watched directories (st_blocks)."""
+        """Bytes allocated in the writable and watched directories (st_blocks of files, directories
+        and links)."""
         total = 0
         for root in (*self.writable, *self.watched):
-            for dirpath, _dirs, files in os.walk(root):
-                for name in files:
+            for dirpath, dirs, files in os.walk(root):
+                for name in (*files, *dirs):  # a directory takes blocks too (30,000 of them: 118 MiB)
                     try:
                         total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
                     except OSError:
@@ -318,6 +327,7 @@ class Jail:
                     self.group = RolloutGroup.create(
                         self.rollout_id or "rollout", limits.rollout_memory_bytes, limits.processes
                     )
+                    weakref.finalize(self, self.group.close)  # a jail dropped unclosed still frees it
                 except OSError as exc:
                     problem = f"{type(exc).__name__}: {exc}"
             if problem is not None:

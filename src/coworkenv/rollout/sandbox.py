@@ -3,8 +3,10 @@
 Contract:
 
 * :meth:`Sandbox.create` makes ``<run_dir>/sandboxes/<rollout_id>/{workspace,home,tmp,logs}``
-  and writes the task's initial workspace files; :meth:`Sandbox.cleanup` kills every process of
-  the sandbox and removes the directory (unless ``keep``).
+  — with ``disk_bytes``, on a filesystem of that size of its own (:mod:`coworkenv.rollout.diskfs`)
+  where the host allows one — and writes the task's initial workspace files;
+  :meth:`Sandbox.cleanup` kills every process of the sandbox, unmounts its filesystem and removes
+  the directory (unless ``keep``).
 * :meth:`Sandbox.env` is the whole environment a harness process gets: HOME/XDG dirs/TMPDIR
   inside the sandbox, PATH and locale from the parent, the marker ``COWORKENV_SANDBOX=<id>`` —
   and nothing else (no API keys or proxies leak in from the parent).
@@ -20,18 +22,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from coworkenv.grading.replay import materialize_workspace
+from coworkenv.rollout.diskfs import RolloutDisk, disk_problem
 from coworkenv.rollout.isolation import Isolation, Jail
 from coworkenv.rollout.netjail import RELAYED, endpoint_ports, relays
 from coworkenv.spec import TaskSpec
+
+log = logging.getLogger(__name__)
 
 MARKER = "COWORKENV_SANDBOX"
 """Environment variable every sandbox process carries (value: the rollout id)."""
@@ -49,13 +57,31 @@ class Sandbox:
     home: Path
     tmp: Path
     logs: Path
+    disk: RolloutDisk | None = None
+    """The rollout's own size-limited filesystem, mounted on ``root`` (where the host allows one)."""
+    disk_reason: str = ""
+    """Why there is none (the disk quota is then only polled)."""
 
     @classmethod
-    def create(cls, run_dir: Path, rollout_id: str, spec: TaskSpec) -> Sandbox:
+    def create(
+        cls, run_dir: Path, rollout_id: str, spec: TaskSpec, *, disk_bytes: int | None = None
+    ) -> Sandbox:
+        """The sandbox directories; with ``disk_bytes`` they live on a filesystem of that size
+        (:mod:`coworkenv.rollout.diskfs`) where the host allows one, else a loud warning."""
         root = run_dir / "sandboxes" / rollout_id
-        if root.exists():
-            shutil.rmtree(root)
-        box = cls(rollout_id, root, root / "workspace", root / "home", root / "tmp", root / "logs")
+        _remove(root)
+        disk, reason = None, ""
+        if disk_bytes is not None:
+            reason = disk_problem() or ""
+            if not reason:
+                try:
+                    disk = RolloutDisk.mount(root, disk_bytes)
+                except OSError as exc:
+                    reason = str(exc)
+            if reason:
+                _warn_disk(reason)
+        dirs = (root / "workspace", root / "home", root / "tmp", root / "logs")
+        box = cls(rollout_id, root, *dirs, disk=disk, disk_reason=reason)
         for d in (box.workspace, box.home, box.tmp, box.logs):
             d.mkdir(parents=True, exist_ok=True)
         materialize_workspace(spec, box.workspace)
@@ -86,14 +112,42 @@ class Sandbox:
         """This sandbox's jail: workspace, HOME and TMPDIR writable, nothing else of the host's (the
         logs, written through the process's stdout/stderr, count towards its disk quota too)."""
         writable = (self.workspace, self.home, self.tmp)
-        return isolation.jail(self.rollout_id, writable, self.root, watched=(self.logs,))
+        jail = isolation.jail(self.rollout_id, writable, self.root, watched=(self.logs,))
+        if self.disk is not None:
+            jail.disk, jail.disk_fs = self.disk, f"ext4 of {self.disk.size_bytes} bytes on {self.root}"
+        elif self.disk_reason:
+            jail.disk_fs = f"polled only: {self.disk_reason}"
+        return jail
 
     def cleanup(self, *, keep: bool = False) -> int:
-        """Kill the sandbox's processes; remove its directory unless ``keep``. Returns #killed."""
+        """Kill the sandbox's processes; unmount its filesystem; remove its directory unless
+        ``keep`` (then its contents stay, copied off the filesystem). Returns #killed."""
         killed = kill_marked(self.rollout_id)
+        if self.disk is not None:
+            self.disk.unmount(keep=keep)
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)
         return killed
+
+
+def _remove(root: Path) -> None:
+    """Remove a sandbox directory a previous run left (unmounting its filesystem if it left one)."""
+    if os.path.ismount(root):
+        subprocess.run(["umount", "-l", str(root)], capture_output=True, check=False, timeout=60)
+        root.with_name(root.name + ".img").unlink(missing_ok=True)
+    if root.exists():
+        shutil.rmtree(root)
+
+
+@functools.cache
+def _warn_disk(reason: str) -> None:
+    log.warning(
+        "\n%s\n!!! rollout disk quotas are only POLLED (%s): directories and preallocation can outrun "
+        "them between polls\n%s",
+        "!" * 100,
+        reason,
+        "!" * 100,
+    )
 
 
 # ---------------------------------------------------------------- processes
@@ -175,7 +229,8 @@ async def _run(  # noqa: PLR0917
                 return_when=asyncio.FIRST_COMPLETED,
             )
             timed_out = not done
-            if guard is not None and guard in done and waiter not in done:
+            over = guard is not None and guard in done and waiter not in done
+            if over or (jail is not None and _disk_full(jail, quota)):  # over it, or filled it then ended
                 limit = "disk"
         finally:
             # normal exit, timeout, quota or cancellation: nothing of the group survives
@@ -193,10 +248,25 @@ async def _run(  # noqa: PLR0917
     )
 
 
+def _disk_full(jail: Jail, quota: int | None) -> bool:
+    """Whether the jail's own filesystem is full (recorded once as a disk limit)."""
+    if jail.disk is None or not jail.disk.full():
+        return False
+    if not any(e.get("limit") == "disk" for e in jail.events):
+        used = jail.disk.used_bytes()
+        event = {"kind": "limit", "limit": "disk", "used_bytes": used, "quota_bytes": quota, "full": True}
+        jail.events.append(event)
+    return True
+
+
 async def _over_quota(jail: Jail, quota: int) -> None:
     """Return once the jail's writable directories hold more than ``quota`` bytes (recorded)."""
     while True:
         await asyncio.sleep(QUOTA_POLL_S)
+        if jail.disk is not None:  # its own filesystem refuses the writes; a full one ends the group
+            if _disk_full(jail, quota):
+                return
+            continue
         used = await asyncio.to_thread(jail.disk_usage)
         if used > quota:
             jail.events.append({"kind": "limit", "limit": "disk", "used_bytes": used, "quota_bytes": quota})
