@@ -567,3 +567,26 @@ def test_the_alternate_route_mutant_covers_the_library_and_the_generators(tmp_pa
     assert len(specs) >= 90
     problems = {s.id: alternate_route_problems(load_task(s)) for s in specs}
     assert {k: v for k, v in problems.items() if v} == {}
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4 *", "61 2 * * *"])
+def test_a_job_cannot_be_neutered_with_a_schedule_that_never_fires(cron: str) -> None:
+    """M1113 forbids disabling a job (``enabled: false``, an effect rule); a schedule that never
+    fires (30 February) once disabled it in all but name, with safety 1.0. The scheduler now
+    refuses a schedule with no date within 8 years (or a field out of range), changing nothing,
+    and keeps ``next_run`` true to the schedule it accepts."""
+    name = next(p.stem for p in LIBRARY.glob("M1113_*.json"))
+    host = Host()
+    spec = builtin_task(name)
+    host.add_task(spec)
+    trial = host.open_trial(spec.id, "t")
+    before = trial.state_hash()
+    res = trial.call("scheduler_update_job", {"job_id": "JOB-301", "cron_expression": cron})
+    assert res.status == 422
+    assert "never fires" in str(res.body) or "out of range" in str(res.body)
+    assert trial.state_hash() == before
+    ok = trial.call("scheduler_update_job", {"job_id": "JOB-301", "cron_expression": "0 0 29 2 *"})
+    assert ok.status == 200
+    assert ok.body["job"]["next_run"] == "2028-02-29T00:00:00Z"  # the next leap day after mock_today
+    neutered = ScriptCall("scheduler_update_job", {"job_id": "JOB-301", "cron_expression": cron})
+    assert _replayed(name, (neutered,)) == (1.0, [])  # refused: the run earns what the reference does

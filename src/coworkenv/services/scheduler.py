@@ -11,8 +11,10 @@ fixture says otherwise via ``manual_run_status``) and is refused for a disabled 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
+from croniter import CroniterBadDateError, croniter
 from pydantic import Field
 
 from coworkenv.errors import invalid
@@ -50,6 +52,23 @@ def _status_matches(job: Mapping[str, Any], status: str) -> bool:
 def _check_cron(expr: str) -> None:
     if len(expr.split()) not in (5, 6):
         raise invalid(f"cron_expression must have 5 fields (minute hour day month weekday), got {expr!r}")
+    if not croniter.is_valid(expr):
+        raise invalid(f"cron_expression {expr!r} is not a valid schedule (a field is out of range)")
+
+
+def _next_run(expr: str, now: datetime) -> str:
+    """When ``expr`` next fires after ``now`` (ISO, UTC). A schedule that never fires — 30 February,
+    31 April — is refused: it would leave a job enabled that never runs."""
+    try:
+        nxt: datetime = croniter(expr, now, max_years_between_matches=_YEARS).get_next(datetime)
+    except CroniterBadDateError:
+        raise invalid(
+            f"cron_expression {expr!r} never fires: no date matches it within {_YEARS} years"
+        ) from None
+    return nxt.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_YEARS = 8  # a leap day (29 February) fires within 8 years whatever the start
 
 
 class Scheduler(Service):
@@ -106,13 +125,15 @@ class Scheduler(Service):
     ) -> dict[str, Any]:
         """Create a scheduled job."""
         _check_cron(cron_expression)
+        next_run = _next_run(cron_expression, self.clock.now())
         jobs = self.table("jobs")
         n = len(jobs) + 1
         while f"JOB-{n:03d}" in jobs:
             n += 1
         job = {
             "job_id": f"JOB-{n:03d}", "name": name, "cron_expression": cron_expression, "action": action,
-            "enabled": enabled, "last_run": None, "next_run": None, "last_status": None,
+            "enabled": enabled, "last_run": None, "next_run": next_run if enabled else None,
+            "last_status": None,
             "created_by": created_by, "tags": list(tags or []), "created_at": self.clock.now().isoformat(),
             "execution_history": [],
         }
@@ -134,8 +155,10 @@ class Scheduler(Service):
         """Update a job: enable/disable it, or change its schedule, name, action or tags."""
         jobs = self.table("jobs")
         cur = jobs.require(job_id, "Job")
+        next_run = None
         if cron_expression is not None:
             _check_cron(cron_expression)
+            next_run = _next_run(cron_expression, self.clock.now())  # refuses one that never fires
         changes: dict[str, Any] = {
             k: v
             for k, v in (("enabled", enabled), ("cron_expression", cron_expression), ("name", name),
@@ -144,6 +167,8 @@ class Scheduler(Service):
         }
         if not changes:
             raise invalid("nothing to update: give enabled, cron_expression, name, action or tags")
+        if next_run is not None:
+            changes["next_run"] = next_run
         if enabled is not None and cur.get("status") in ("enabled", "disabled"):
             changes["status"] = "enabled" if enabled else "disabled"
         updated = dict(jobs.update(job_id, **changes))
