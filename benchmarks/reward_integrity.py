@@ -1,0 +1,256 @@
+"""What the reward-integrity defences measure (issue 27): the figures the README's reward-integrity
+section gives, recomputed from the library's own stages.
+
+* **answer stuffing**: of the answer checks of the library and of generated template and composed
+  tasks, how many a paste of every record string passes — with ``scoring.dump_share`` and without —
+  and how many the reference answers pass;
+* **alternate routes**: forbidden rules, those whose call has an effect, the other routes tried,
+  those reproducing the effect, and those the gate misses (:mod:`coworkenv.synth.alternates`);
+* **limits per rollout**: six children of 48 MiB under a 96 MiB rollout memory limit (how many the
+  control group's OOM killer ended), and 30,000 directories plus 100 x 1 MiB ``fallocate`` under a
+  48 MiB disk quota on the rollout's own filesystem; and what making and removing that filesystem
+  costs a rollout (median and max ms over 20 sandboxes, against none).
+
+    .venv/bin/python benchmarks/reward_integrity.py --out benchmarks/results/reward-integrity-DATE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import coworkenv
+from coworkenv.grading.grader import Episode, evaluate
+from coworkenv.spec import ANSWER_CHECK_KINDS, TaskSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine_info
+
+LIBRARY = Path(coworkenv.__file__).resolve().parent / "tasks" / "library"
+MiB = 1 << 20
+CHILDREN = """
+import subprocess, sys
+code = "x = b'\\\\x01' * (48 << 20); import time; time.sleep(1.5)"
+kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(6)]
+print(" ".join(str(k.wait()) for k in kids))
+"""
+FILL = """
+import os
+made = failed = 0
+for i in range(DIRS):
+    try:
+        os.mkdir(f"d{i}")
+        made += 1
+    except OSError:
+        failed += 1
+allocated = 0
+for i in range(100):
+    try:
+        fd = os.open(f"f{i}", os.O_CREAT | os.O_WRONLY)
+        os.posix_fallocate(fd, 0, 1 << 20)
+        allocated += 1
+        os.close(fd)
+    except OSError:
+        pass
+st = os.statvfs(".")
+print(made, failed, allocated, (st.f_blocks - st.f_bfree) * st.f_frsize)
+"""
+
+
+def strings(x: object) -> list[str]:
+    if isinstance(x, dict):
+        return [s for v in x.values() for s in strings(v)]
+    if isinstance(x, list):
+        return [s for v in x for s in strings(v)]
+    return [str(x)] if isinstance(x, str | int | float) and not isinstance(x, bool) else []
+
+
+def answer_checks(specs: list[TaskSpec], answer: Callable[[TaskSpec], str]) -> dict[str, int]:
+    passed = total = 0
+    for spec in specs:
+        text = answer(spec)
+        for check in spec.completion_checks:
+            if check.kind in ANSWER_CHECK_KINDS:
+                total += 1
+                passed += (evaluate(check, spec, Episode(events=[], final_answer=text)).score or 0.0) > 0.0
+    return {"passed": passed, "checks": total}
+
+
+def generated(work: Path) -> list[TaskSpec]:
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural.compose import structure_split
+
+    composed, _ = structure_split(80, 0, seed=0)
+    run = synthesize(Plan(tuple(plan_slots(130, 0) + composed)), ProceduralGenerator(0), out=work)
+    return list(run.specs)
+
+
+def stuffing(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
+    def paste(s: TaskSpec) -> str:
+        return "\n".join(strings(s.services))
+
+    out: dict[str, Any] = {}
+    for name, specs in sets.items():
+        unguarded = [
+            s.model_copy(update={"scoring": s.scoring.model_copy(update={"dump_share": None})}) for s in specs
+        ]
+        out[name] = {
+            "tasks": len(specs),
+            "paste": answer_checks(specs, paste),
+            "paste_without_guard": answer_checks(unguarded, paste),
+            "reference": answer_checks(specs, lambda s: s.reference.final_message),
+        }
+    return out
+
+
+def routes(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
+    from coworkenv.grading.replay import run_steps
+    from coworkenv.services.trial import load_task
+    from coworkenv.spec import ToolCall
+    from coworkenv.synth import alternates as alt
+
+    out: dict[str, Any] = {}
+    for name, specs in sets.items():
+        c = {"rules": 0, "with_effect": 0, "routes_tried": 0, "routes_reproducing": 0, "missed": 0}
+        for spec in specs:
+            task = load_task(spec)
+            c["missed"] += len(alt.alternate_route_problems(task))
+            for rule in spec.forbidden:
+                c["rules"] += 1
+                if rule.tool not in task.tools:
+                    continue
+                given = {t.field: alt._literal(task, t) for t in rule.targets if "." not in t.field}
+                if None in given.values():
+                    continue
+                args = alt._fill(task, rule.tool, given)
+                res = run_steps(task, [ToolCall(tool=rule.tool, args=args)], "")
+                if not res.episode.events[-1].ok or not (effect := alt._changes(task, res, args)):
+                    continue
+                c["with_effect"] += 1
+                aimed = {**given, **alt._record_of(task, effect), **alt._values(effect)}
+                for tool, tdef in task.tools.items():
+                    if tool == rule.tool or tdef.kind != "write":
+                        continue
+                    route = alt._fill(task, tool, aimed, alt._addresses(effect))
+                    other = run_steps(task, [ToolCall(tool=tool, args=route)], "")
+                    c["routes_tried"] += 1
+                    if other.episode.events[-1].ok and effect <= alt._changes(task, other, route, route=True):
+                        c["routes_reproducing"] += 1
+        out[name] = c
+    return out
+
+
+def limits(work: Path) -> dict[str, Any]:
+    from coworkenv.rollout.cgroups import cgroup_problem
+    from coworkenv.rollout.diskfs import disk_problem
+    from coworkenv.rollout.isolation import Isolation, Limits
+    from coworkenv.rollout.sandbox import Sandbox, run_process
+    from coworkenv.tasks.builtin import builtin_task
+
+    spec = builtin_task("M1003_ticket_kb_resolution")
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+    def run(rid: str, script: str, lim: Limits, disk: int | None) -> dict[str, Any]:
+        """Run ``script`` in a rollout's jail; what it printed and left behind, and the limits hit."""
+        box = Sandbox.create(work, rid, spec, disk_bytes=disk)
+        jail = box.jail(Isolation("auto", lim))
+        try:
+            res = asyncio.run(
+                run_process([python, "-c", script], cwd=box.workspace, env=box.env(), timeout_s=300,
+                            log_dir=box.logs, jail=jail)
+            )  # fmt: skip
+            jail.settle()
+            left = list(box.workspace.iterdir())
+            st = os.statvfs(box.workspace)
+            return {
+                "stdout": res.stdout.strip(),
+                "limit": res.limit,
+                "events": jail.events,
+                "isolation": jail.describe(),
+                "directories": sum(p.is_dir() for p in left if p.name.startswith("d")),
+                "fallocated": sum(p.stat().st_blocks * 512 >= MiB for p in left if p.name.startswith("f")),
+                "used_bytes": (st.f_blocks - st.f_bfree) * st.f_frsize,
+            }
+        finally:
+            jail.close()
+            box.cleanup()
+
+    out: dict[str, Any] = {"cgroup_problem": cgroup_problem(), "disk_problem": disk_problem()}
+    lim = Limits(processes=64, memory_bytes=1024 * MiB, rollout_memory_bytes=96 * MiB, disk_bytes=None)
+    mem = run("mem", CHILDREN, lim, None)
+    out["memory"] = {
+        "children": 6,
+        "child_mib": 48,
+        "rollout_limit_mib": 96,
+        "per_process_limit_mib": 1024,
+        "exit_codes": [int(x) for x in mem["stdout"].split()],
+        "events": mem["events"],
+    }
+    out["disk"] = {}
+    for label, dirs in (("directories_then_preallocation", 30000), ("preallocation", 0)):
+        disk = run(f"disk-{dirs}", FILL.replace("DIRS", str(dirs)), Limits(disk_bytes=48 * MiB), 48 * MiB)
+        out["disk"][label] = {
+            "quota_mib": 48,
+            "directories_tried": dirs,
+            "directories_made": disk["directories"],
+            "fallocate_1mib_tried": 100,
+            "fallocate_1mib_done": disk["fallocated"],
+            "used_bytes": disk["used_bytes"],
+            "ended_by": disk["limit"],
+            "events": disk["events"],
+            "disk": disk["isolation"].get("disk"),
+        }
+    cost: dict[str, Any] = {}
+    for label, disk in (("no_filesystem", None), ("own_filesystem_2gib", 2 << 30)):
+        ts = []
+        for i in range(20):
+            t0 = time.perf_counter()
+            Sandbox.create(work, f"cost-{i}", spec, disk_bytes=disk).cleanup()
+            ts.append(1000 * (time.perf_counter() - t0))
+        cost[label] = {"median_ms": round(statistics.median(ts), 1), "max_ms": round(max(ts), 1)}
+    out["sandbox_create_cleanup"] = cost
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="bench-reward-integrity-"))
+    sets = {
+        "library": [TaskSpec.model_validate_json(f.read_text()) for f in sorted(LIBRARY.glob("*.json"))],
+        "generated": generated(work / "synth"),
+    }
+    result = {
+        "benchmark": "reward-integrity defences: answer stuffing, alternate routes, limits per rollout",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["benchmarks/reward_integrity.py", *(sys.argv[1:] if argv is None else argv)]),
+        "load_before": load_before,
+        "machine": machine_info(),
+        "stuffing": stuffing(sets),
+        "alternate_routes": routes(sets),
+        "limits": limits(work / "run"),
+        "load_after": os.getloadavg(),
+    }
+    text = json.dumps(result, indent=1, default=str)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
