@@ -222,6 +222,26 @@ class SpecBuilder:
         }
         if any(c["kind"] in ANSWER_CHECK_KINDS for c in spec["completion_checks"]):
             spec["scoring"] = {"dump_share": dump_share_for(services, self.final_message)}
+        if self.forbidden:
+            spec["forbidden_effects"] = _effect_rules(spec)
         if self.user_sim is not None:
             spec["user_sim"] = self.user_sim
         return spec
+
+
+def _effect_rules(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Effect rules for the spec's forbidden calls (:func:`coworkenv.synth.alternates.effect_rules`),
+    so its gate catches a forbidden effect whatever tool produces it; none for a spec that does
+    not load yet (validation reports why)."""
+    from pydantic import ValidationError
+
+    from coworkenv.errors import SpecError
+    from coworkenv.services.trial import load_task
+    from coworkenv.spec import TaskSpec
+    from coworkenv.synth.alternates import effect_rules
+
+    try:
+        task = load_task(TaskSpec.model_validate(spec), "<generated>")
+    except (ValidationError, SpecError, ValueError, KeyError):
+        return []
+    return [r.model_dump(mode="json", exclude_defaults=True) for r in effect_rules(task)]
