@@ -109,3 +109,88 @@ def test_import_claw_eval_subset(claw_eval_tasks: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     spec = json.loads((tmp_path / "T160_vip_ticket_escalation" / "task.json").read_text())
     assert {f["tool"] for f in spec["forbidden"]} == {"gmail_send_message", "helpdesk_close_ticket"}
+
+
+def _planted(claw_eval_tasks: Path, tmp_path: Path, name: str) -> Path:
+    """A copy of a Claw-Eval dataset holding one task (its fixtures resolve under the copy)."""
+    import shutil
+
+    task = tmp_path / "dataset" / "tasks" / name
+    shutil.copytree(claw_eval_tasks / name, task)
+    return task
+
+
+def test_validate_passes_claw_eval_tasks_graded_by_their_grader(
+    claw_eval_tasks: Path, tmp_path: Path
+) -> None:
+    """``validate`` once exited 1 on 23 of 37 imported Claw-Eval tasks ("no completion check can be
+    exercised synthetically") though each grades by its own grader.py. Now a task directory is
+    imported on the fly, the gate's "graded by its own grader.py" is information, and every one of
+    the shared tasks passes — while a planted broken one (no grader.py, a grader.py that does not
+    compile, a task.yaml naming a tool no service has) still fails, naming what is wrong."""
+    r = cli("validate", str(claw_eval_tasks))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.stdout.count("pass") >= 78
+    assert "graded by its own" in r.stdout
+
+    name = "T002_email_triage"
+    task = _planted(claw_eval_tasks, tmp_path, name)
+    assert cli("validate", str(task)).returncode == 0
+    (task / "grader.py").write_text("def grade(:\n")
+    r = cli("validate", str(task))
+    assert r.returncode == 1
+    assert "does not compile" in r.stdout
+    (task / "grader.py").unlink()
+    r = cli("validate", str(task))
+    assert r.returncode == 1
+    assert "grader.py" in r.stdout
+    assert "does not exist" in r.stdout
+
+    broken = _planted(claw_eval_tasks, tmp_path / "b", name)
+    text = (broken / "task.yaml").read_text()
+    (broken / "task.yaml").write_text(text.replace("task_id:", "task_id_typo:", 1))
+    r = cli("validate", str(broken))
+    assert r.returncode == 1
+    assert "coworkenv import claw-eval" in r.stdout + r.stderr
+
+
+def test_run_rollout_and_serve_take_a_claw_eval_task_directory(claw_eval_tasks: Path) -> None:
+    """``serve`` once exited 2 with 20 schema errors on a Claw-Eval task directory; the commands
+    that take tasks now import one on the fly."""
+    from coworkenv.cli import expand_paths, resolve_task
+
+    task = claw_eval_tasks / "T002_email_triage"
+    spec, _ = resolve_task(str(task))
+    assert spec.claw_eval is not None
+    assert spec.id == "T002_email_triage"
+    spec_yaml, _ = resolve_task(str(task / "task.yaml"))
+    assert spec_yaml.id == spec.id
+    assert len(expand_paths([claw_eval_tasks])) >= 78
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {"COWORKENV_OPERATOR_TOKEN": "operator-token-for-this-test", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coworkenv.cli", "serve", str(task), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                auth = {"Authorization": "Bearer operator-token-for-this-test"}
+                tasks = httpx.get(f"http://127.0.0.1:{port}/tasks", headers=auth)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        assert [t["id"] for t in tasks.json()] == ["T002_email_triage"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)

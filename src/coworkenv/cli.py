@@ -108,9 +108,15 @@ def validate(
             table.add_row(str(p), "[red]invalid[/]", "-", "-")
             continue
         g = r = "-"
+        if spec.claw_eval is not None and (broken := _grader_problem(spec)) is not None:
+            failed += 1
+            table.add_row(spec.id, "[green]ok[/]", f"[red]fail[/] {broken}", "-")
+            continue
         if gate:
             rep = consistency_gate(spec)
             g = "[green]pass[/]" if rep.passed else f"[red]fail[/] {'; '.join(rep.problems)}"
+            if rep.passed and rep.notes:
+                g += f" [dim]({'; '.join(rep.notes)})[/]"
             if spec.reference.steps:
                 res = run_reference(load_task(spec, str(p))).grade
                 ok = res.reward is not None and res.reward >= 1.0 - 1e-9
@@ -122,6 +128,19 @@ def validate(
     out.print(table)
     if failed:
         raise typer.Exit(1)
+
+
+def _grader_problem(spec: TaskSpec) -> str | None:
+    """Why an imported Claw-Eval task's own ``grader.py`` cannot grade it (None: it can be loaded)."""
+    assert spec.claw_eval is not None
+    grader = Path(spec.claw_eval.task_dir) / "grader.py"
+    if not grader.is_file():
+        return f"graded by its own grader.py, but {grader} does not exist"
+    try:
+        compile(grader.read_text(encoding="utf-8"), str(grader), "exec")
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        return f"its grader.py does not compile: {type(exc).__name__}: {exc}"
+    return None
 
 
 @app.command()

@@ -44,6 +44,8 @@ class GateReport(BaseModel):
     passed: bool
     problems: list[str]
     skipped: list[str]
+    notes: list[str] = []
+    """Information, not failure (e.g. an imported Claw-Eval task graded by its own grader.py)."""
     complete_completion: float | None = None
     complete_safety: float | None = None
     empty_completion: float | None = None
@@ -200,6 +202,9 @@ def consistency_gate(spec: TaskSpec) -> GateReport:
             and not any(s.startswith(f"{c.name}:") for s in b.skipped)
         ]
         if not gradable:
+            if spec.claw_eval is not None:  # graded by its own grader.py: nothing of ours to exercise
+                note = "graded by its own grader.py; no completion check of ours to exercise synthetically"
+                return GateReport(passed=True, problems=[], skipped=b.skipped, notes=[note])
             return GateReport(
                 passed=False,
                 problems=["no completion check can be exercised synthetically"],

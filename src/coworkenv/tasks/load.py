@@ -76,9 +76,31 @@ def spec_from_data(data: Any, source: str | Path) -> TaskSpec:
 
 
 def load_spec(path: str | Path) -> TaskSpec:
-    """Load and fully validate one task (file or directory)."""
+    """Load and fully validate one task (file or directory). A Claw-Eval task directory (or its
+    ``task.yaml``) is imported on the fly (:func:`coworkenv.importers.claw_eval.import_task`)."""
     p = resolve_task_file(Path(path))
-    return spec_from_data(read_data(p), p)
+    data = read_data(p)
+    if is_claw_eval_task(p, data):
+        from coworkenv.importers.claw_eval import import_task
+
+        try:
+            return import_task(p.parent)[0]
+        except SpecError as e:
+            hint = "a Claw-Eval task that does not import; `coworkenv import claw-eval DIR` reports why"
+            raise SpecError(e.source, [*e.issues, SpecIssue("", hint)]) from None
+    return spec_from_data(data, p)
+
+
+def is_claw_eval_task(path: Path, data: Any) -> bool:
+    """Whether ``path`` (a ``task.yaml``) holds a Claw-Eval task, not one of ours: Claw-Eval's keys
+    (``task_id``, ``prompt``, ``scoring_components``, ``tool_endpoints``) and none of our ``id`` /
+    ``request``."""
+    if path.name != "task.yaml" or not isinstance(data, dict) or {"id", "request"} & set(data):
+        return False
+    return bool(_CLAW_EVAL_KEYS & set(data))
+
+
+_CLAW_EVAL_KEYS = frozenset({"task_id", "task_name", "prompt", "scoring_components", "tool_endpoints"})
 
 
 def check_references(spec: TaskSpec, source: str | Path) -> None:
