@@ -249,3 +249,73 @@ def test_parity_command_measures_any_task_directory(tmp_path: Path) -> None:
     data = json.loads(result.output)
     assert data["services"]["rate"] == 1.0
     assert "pairs equivalent" in data["services"]["summary"]
+
+
+SEQUENCES = {
+    "calendar": [
+        ("/calendar/events/delete", {"event_id": "evt_002"}),
+        ("/calendar/events/create", {"title": "A", "start_time": "2026-03-10T10:00", "end_time": "2026-03-10T11:00"}),  # noqa: E501
+        ("/calendar/events/create", {"title": "B", "start_time": "2026-03-11T10:00", "end_time": "2026-03-11T11:00"}),  # noqa: E501
+        ("/calendar/events/delete", {"event_id": "evt_008"}),
+        ("/calendar/events", {}),
+    ],
+    "todo": [
+        ("/todo/tasks/delete", {"task_id": "todo_002"}),
+        ("/todo/tasks/create", {"title": "A"}),
+        ("/todo/tasks/create", {"title": "B"}),
+        ("/todo/tasks/update", {"task_id": "todo_011", "status": "completed"}),
+        ("/todo/tasks", {}),
+    ],
+    "scheduler": [
+        ("/scheduler/jobs/delete", {"job_id": "JOB-002"}),
+        ("/scheduler/jobs/create", {"name": "A", "cron_expression": "0 1 * * *", "action": "a"}),
+        ("/scheduler/jobs/create", {"name": "B", "cron_expression": "0 2 * * *", "action": "b"}),
+        ("/scheduler/jobs/get", {"job_id": "JOB-011"}),
+        ("/scheduler/jobs", {}),
+    ],
+}  # fmt: skip
+
+
+def test_creates_after_a_delete_number_and_keep_duplicates_as_claw_eval_does() -> None:
+    """Claw-Eval's services keep rows in a list: after a delete the next create is numbered
+    ``len + 1`` — an id a record may already hold, and both are kept (reads, updates and deletes
+    act on the first). Ours overwrote by id (JOB-010 then JOB-010 again). The sequences answer
+    alike, audits included."""
+    from coworkenv.claweval.differential import Sides
+
+    tasks, checkout = _require()
+    names = ["T004_calendar_scheduling", "T008_todo_management", "T034_ops_review_dashboard"]
+    sides = Sides([tasks / n for n in names], checkout)
+    compared = 0
+    for t in sides.tasks({}):
+        for svc in sorted(t.running & set(SEQUENCES)):
+            for route, args in SEQUENCES[svc]:
+                assert compare(sides.theirs(route, args), sides.ours(route, args)) is None, (svc, route)
+                compared += 1
+            audit = compare((200, sides.upstream.audit(svc)), (200, sides.our_audit(svc)))
+            assert audit is None, (svc, audit)
+    assert compared == 15
+
+
+def test_a_table_keeps_appended_duplicates_in_list_order() -> None:
+    from coworkenv.services.service import Table
+
+    journal: list[object] = []
+    base = {"J1": {"id": "J1", "v": 0}, "J2": {"id": "J2", "v": 0}}
+    t = Table(base, "id", journal)
+    t.append({"id": "J2", "v": 1})  # the key is taken: both kept, the first answers
+    assert [dict(r) for r in t] == [{"id": "J1", "v": 0}, {"id": "J2", "v": 0}, {"id": "J2", "v": 1}]
+    assert dict(t.get("J2") or {}) == {"id": "J2", "v": 0}
+    t.update("J2", v=5)
+    assert [r["v"] for r in t] == [0, 5, 1]
+    t.delete("J2")  # the first goes; the appended one answers now
+    assert dict(t.get("J2") or {}) == {"id": "J2", "v": 1}
+    t.update("J2", v=7)
+    assert [dict(r) for r in t] == [{"id": "J1", "v": 0}, {"id": "J2", "v": 7}]
+    for entry in reversed(journal):  # a rejected call's journal undone: back to the start
+        table, ident, previous, had = entry  # type: ignore[misc]
+        table._undo(ident, previous, had)
+    assert [dict(r) for r in t] == [{"id": "J1", "v": 0}, {"id": "J2", "v": 0}]
+    t.append({"id": "J2", "v": 2})
+    t.reset()
+    assert len(t) == 2

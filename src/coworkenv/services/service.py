@@ -67,20 +67,39 @@ class Table:
     shared base is never touched. Iteration order: base order, then inserted records.
     """
 
-    __slots__ = ("_base", "_journal", "_order", "_overlay", "key")
+    __slots__ = ("_base", "_dups", "_journal", "_order", "_overlay", "key")
 
     def __init__(self, base: Mapping[str, Mapping[str, Any]], key: str, journal: list[Any]) -> None:
         self._base = base
         self._overlay: dict[str, Any] = {}
         self._order: list[str] = []
+        self._dups: dict[str, list[str]] = {}
+        """Key -> the slots of the records :meth:`append` added under a key already present."""
         self._journal = journal
         self.key = key
+
+    def _slot(self, ident: str) -> str | None:
+        """The slot of the first live record whose key is ``ident`` (list order), or None."""
+        rec = self._overlay.get(ident, None)
+        if (rec is None and ident in self._base) or (rec is not None and rec is not _DELETED):
+            return ident
+        for slot in self._dups.get(ident, ()):
+            if self._overlay.get(slot, _DELETED) is not _DELETED:
+                return slot
+        return None
 
     def get(self, ident: str) -> Mapping[str, Any] | None:
         rec = self._overlay.get(ident, None)
         if rec is None:
-            return self._base.get(ident)
-        return None if rec is _DELETED else rec
+            rec = self._base.get(ident)
+            if rec is not None:
+                return rec
+        elif rec is not _DELETED:
+            return rec
+        if ident in self._dups:  # the first kept, gone: the next record appended under its key
+            slot = self._slot(ident)
+            return None if slot is None else self._overlay[slot]
+        return None
 
     def require(self, ident: str, kind: str) -> Mapping[str, Any]:
         rec = self.get(ident)
@@ -116,10 +135,35 @@ class Table:
         self._overlay[ident] = frozen
         return frozen
 
+    def append(self, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Add a record after the others even when its key is already present (a list's
+        ``append``, as Claw-Eval's services keep rows: both stay; reads, updates and deletes by key
+        act on the first). Returns the stored read-only record."""
+        ident = str(record[self.key])
+        if self._slot(ident) is None:
+            return self.put(record)
+        slots = self._dups.setdefault(ident, [])
+        slot = f"{ident}\x00{len(slots) + 1}"
+        slots.append(slot)
+        frozen = MappingProxyType(dict(record))
+        self._journal.append((self, slot, None, False))
+        self._order.append(slot)
+        self._overlay[slot] = frozen
+        return frozen
+
     def update(self, ident: str, **changes: Any) -> Mapping[str, Any]:
-        """Replace record ``ident`` with a copy carrying ``changes``."""
+        """Replace record ``ident`` (the first with that key) with a copy carrying ``changes``."""
         cur = self.require(ident, "record")
+        slot = self._slot(ident)
+        if slot is not None and slot != ident:
+            return self._replace(slot, {**cur, **changes})
         return self.put({**cur, **changes})
+
+    def _replace(self, slot: str, record: Mapping[str, Any]) -> Mapping[str, Any]:
+        frozen = MappingProxyType(dict(record))
+        self._journal.append((self, slot, self._overlay.get(slot), slot in self._overlay))
+        self._overlay[slot] = frozen
+        return frozen
 
     def seed(self, record: Mapping[str, Any]) -> None:
         """Replace a base record in this trial's starting state (not journaled, survives nothing:
@@ -127,8 +171,10 @@ class Table:
         self._overlay[str(record[self.key])] = MappingProxyType(dict(record))
 
     def delete(self, ident: str) -> None:
-        self._journal.append((self, ident, self._overlay.get(ident), ident in self._overlay))
-        self._overlay[ident] = _DELETED
+        """Delete record ``ident`` (the first with that key)."""
+        slot = self._slot(ident) or ident
+        self._journal.append((self, slot, self._overlay.get(slot), slot in self._overlay))
+        self._overlay[slot] = _DELETED
 
     def _undo(self, ident: str, previous: Any, had: bool) -> None:
         if had:
@@ -137,10 +183,14 @@ class Table:
             self._overlay.pop(ident, None)
             if ident not in self._base and ident in self._order:
                 self._order.remove(ident)
+            key, dup, _ = ident.partition("\x00")
+            if dup and ident in self._dups.get(key, ()):
+                self._dups[key].remove(ident)
 
     def reset(self) -> None:
         self._overlay.clear()
         self._order.clear()
+        self._dups.clear()
 
     def rows(self) -> list[dict[str, Any]]:
         """A plain JSON copy of the current rows (for snapshots and hashing)."""

@@ -68,7 +68,7 @@ class ClawTodo(ClawService):
             "tags": [],
             "created_at": self.stamp(),
         }
-        self.rows.put(task)
+        self.rows.append(task)
         return {"status": "created", "task": task}
 
     @tool("/todo/tasks/delete", write=True, audit="deleted")
@@ -145,7 +145,7 @@ class ClawScheduler(ClawService):
             "created_at": self.stamp(),
             "execution_history": [],
         }
-        self.rows.put(job)
+        self.rows.append(job)  # a list, as theirs: a key already taken after a delete is kept twice
         self.emit("created_jobs", job)
         return {"status": "created", "job": job}
 
@@ -261,7 +261,7 @@ class ClawCalendar(ClawService):
             "location": location,
             "recurring": False,
         }
-        self.rows.put(event)
+        self.rows.append(event)
         self.emit("created_events", event)
         return {"status": "created", "event": event}
 
