@@ -182,6 +182,10 @@ def test_now_is_frozen_per_trial_so_a_run_replays() -> None:
     assert a["messages"]
     newest = max(m["date"] for m in a["messages"])
     assert newest == "2026-05-03T09:30:00Z"  # Claw-Eval's rule: the newest mail is one day old
+    # the operator reads the frozen clock back, to line an external Claw-Eval service up with it
+    token = first.app.state.operator_token  # type: ignore[attr-defined]
+    state = first.get("/state", headers={"Authorization": f"Bearer {token}"}).json()
+    assert state["now"] == now.isoformat()
 
 
 def test_injected_faults_answer_with_claw_eval_bodies() -> None:

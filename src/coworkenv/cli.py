@@ -277,8 +277,11 @@ def serve(  # noqa: PLR0917 - one typer option per parameter
     token = os.environ.get(TOKEN_ENV) or new_token()
     servers = []
     if compat_trial and specs:
-        default = h.open_trial(specs[0].id, "default").id
+        trial = h.open_trial(specs[0].id, "default")
+        default = trial.id
         agent_app, grader_app = compat_apps(h, default, token)
+        frozen = trial.clock.now().isoformat()
+        err.print(f"Claw-Eval trial 'default' of {specs[0].id}: its clock is frozen at {frozen} (GET /state)")
         gport = grader_port if grader_port is not None else port + 1
         servers.append(uvicorn.Config(grader_app, host="127.0.0.1", port=gport, log_level="warning"))
         err.print(

@@ -16,7 +16,7 @@ capability — or, with the token, its id::
     POST   /t/<key>/<service>/reset     [op] that service back to its fixtures, its calls dropped
     POST   /t/<key>/reset               [op] the whole trial back to its fixtures
     GET    /t/<key>/events[?since=N]    [op] uniform AuditEvents
-    GET    /t/<key>/state               [op] tables, audit collections, state hash
+    GET    /t/<key>/state               [op] tables, audit collections, state hash, the trial's clock
     GET    /t/<key>/health, /t/<key>/<service>/health
     GET    /t/<key>/tools               OpenAI-style function schemas of the exposed tools
     *      /t/<key>/mcp                 MCP streamable HTTP (see :mod:`coworkenv.serve.mcp`)
@@ -316,6 +316,7 @@ class _Api:
             return _expect(method, "GET") or json_response(
                 {
                     "state_hash": trial.state_hash(),
+                    "now": trial.clock.now().isoformat(),  # the frozen clock, to line other services up
                     "tables": trial.snapshot(),
                     "audit": trial.audit_collections(),
                 }
