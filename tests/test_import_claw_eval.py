@@ -273,7 +273,7 @@ def test_synthetic_task_mapping_and_notes(tmp_path: Path) -> None:
     assert "surprise_key" in text
     assert "helpdesk_list_tickets does not accept argument 'colour'" in text
     assert "helpdesk_close_ticket requires 'resolution'" in text
-    assert "route /helpdesk/close" in text
+    assert "serves it at /helpdesk/close" in text
 
 
 def test_import_dir_reports_failures_and_writes_specs(tmp_path: Path) -> None:

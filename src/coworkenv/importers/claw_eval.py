@@ -535,8 +535,11 @@ def profile_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str])
 
 
 def tool_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) -> list[str]:
-    """Compare Claw-Eval tool schemas and routes with the strict registry's tools (``compat:`` notes:
-    what the task would lack under ``service_profile: strict``)."""
+    """What the task would lack under ``service_profile: strict`` (our own services): schema and
+    route differences from the strict registry's tools. The task itself runs in the Claw-Eval
+    profile, which serves its routes as Claw-Eval does; these notes (``strict profile:``) say so,
+    and name only what the strict profile would answer differently."""
+    from coworkenv.services import claw
     from coworkenv.services.registry import TOOLS
 
     notes: list[str] = []
@@ -553,17 +556,21 @@ def tool_gaps(task_tools: list[dict[str, Any]], endpoints: Mapping[str, str]) ->
         props: dict[str, Any] = schema.get("properties") or {}
         for arg, prop in props.items():
             if arg not in our_props:
-                notes.append(f"compat: {name} does not accept argument {arg!r}")
+                notes.append(f"strict profile: {name} does not accept argument {arg!r}")
             elif isinstance(prop, dict) and not _type_ok(prop.get("type"), our_props[arg]):
-                notes.append(f"compat: {name}.{arg} is {prop.get('type')} in task.yaml, not in ours")
+                notes.append(f"strict profile: {name}.{arg} is {prop.get('type')} in task.yaml, not there")
         for arg in ours.get("required", []):
             if arg not in props:
-                notes.append(f"compat: {name} requires {arg!r}, which task.yaml does not declare")
+                notes.append(f"strict profile: {name} requires {arg!r}, which task.yaml does not declare")
         route = endpoints.get(name)
         if route is not None and route != tdef.route:
-            notes.append(f"compat: {name} route {route} in task.yaml, ours is {tdef.route}")
-    if unknown:
-        notes.append(f"compat: tools not in the registry: {unknown}")
+            notes.append(
+                f"strict profile: {name} is served at {tdef.route} there; this task (Claw-Eval profile) "
+                f"serves it at {route}, as task.yaml says"
+            )
+    served = [n for n in unknown if claw.resolve_tool(n, endpoints.get(n)) is not None]
+    if served:
+        notes.append(f"strict profile: no tools {served} (the Claw-Eval profile of this task serves them)")
     return notes
 
 

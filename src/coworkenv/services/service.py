@@ -89,7 +89,7 @@ class Table:
         return None
 
     def get(self, ident: str) -> Mapping[str, Any] | None:
-        rec = self._overlay.get(ident, None)
+        rec: Mapping[str, Any] | None = self._overlay.get(ident, None)
         if rec is None:
             rec = self._base.get(ident)
             if rec is not None:
@@ -98,7 +98,8 @@ class Table:
             return rec
         if ident in self._dups:  # the first kept, gone: the next record appended under its key
             slot = self._slot(ident)
-            return None if slot is None else self._overlay[slot]
+            found: Mapping[str, Any] | None = None if slot is None else self._overlay[slot]
+            return found
         return None
 
     def require(self, ident: str, kind: str) -> Mapping[str, Any]:
