@@ -323,3 +323,35 @@ def test_a_table_keeps_appended_duplicates_in_list_order() -> None:
     t.append({"id": "J2", "v": 2})
     t.reset()
     assert len(t) == 2
+
+
+def test_bodiless_and_non_object_requests_answer_as_claw_eval_on_every_shared_task() -> None:
+    """A request with no body (or JSON ``null``) and one whose body is not an object, on every
+    declared route of the 78 shared tasks: FastAPI's answers there — a list handler runs with its
+    defaults (``/calendar/events`` from 2026-03-02), a required body is a 422 on ``["body"]``, a
+    non-object a ``model_attributes_type`` 422 — and the audits after them, alike here."""
+    from coworkenv.claweval.differential import Sides, _body
+    from coworkenv.importers.claw_eval import task_dirs
+
+    tasks, checkout = _require()
+    sides = Sides(task_dirs(tasks), checkout)
+    differences, compared = [], 0
+    for t in sides.tasks({}):
+        for route in sorted(set(t.routes.values())):
+            svc = route.strip("/").split("/", 1)[0]
+            if svc not in t.running:
+                continue
+            for kind, send in (("no body", {}), ("null", {"content": b"null"}), ("list", {"json": [1]})):
+                headers = {"content-type": "application/json"}
+                theirs = sides.upstream.clients[svc].post(route, headers=headers, **send)
+                ours = sides.client.post(route, headers=headers, **send)
+                diff = compare((theirs.status_code, _body(theirs)), (ours.status_code, _body(ours)))
+                compared += 1
+                if diff is not None:
+                    differences.append(f"{t.task_dir.name} {route} {kind}: {diff[:160]}")
+        for svc in sorted(t.running):
+            diff = compare((200, sides.upstream.audit(svc)), (200, sides.our_audit(svc)))
+            if diff is not None:
+                differences.append(f"{t.task_dir.name} {svc}/audit: {diff[:160]}")
+    assert compared > 1000
+    assert differences == []

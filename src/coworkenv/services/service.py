@@ -239,6 +239,7 @@ class LaxArgs(BaseModel):
 
 
 ErrorStyle = Literal["coworkenv", "fastapi"]
+_NOT_AN_OBJECT = "Input should be a valid dictionary or object to extract fields from"
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +282,11 @@ class ToolDef:
     def parse_args(self, args: Mapping[str, Any] | None) -> JSON:
         """Validate arguments; unknown keys and wrong types are a :class:`ToolError`."""
         if args is not None and not isinstance(args, Mapping):
+            if self.error_style == "fastapi":  # FastAPI's answer to a body that is not an object
+                detail = [
+                    {"type": "model_attributes_type", "loc": ["body"], "msg": _NOT_AN_OBJECT, "input": args}
+                ]
+                raise ToolError("invalid_arguments", _NOT_AN_OBJECT, 422, body={"detail": detail})
             raise invalid(f"arguments of {self.name} must be a JSON object, got {type(args).__name__}")
         try:
             model = self.args_model.model_validate(dict(args or {}))
@@ -430,6 +436,11 @@ class Service:
 
     def table(self, name: str) -> Table:
         return self._tables[name]
+
+    def no_body_args(self, tdef: ToolDef) -> Mapping[str, Any]:
+        """The arguments of a call whose HTTP request carried no body: none (the tool's defaults;
+        a required one is then missing, as for ``{}``). The Claw-Eval profile answers as FastAPI."""
+        return {}
 
     def emit(self, action_key: str, record: Mapping[str, Any]) -> None:
         """Append a record to an audit collection (rolled back if the call fails)."""

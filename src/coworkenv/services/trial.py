@@ -174,6 +174,14 @@ def _load_claw_eval(spec: TaskSpec, source: str) -> LoadedTask:
     )
 
 
+class _NoBody(dict[str, Any]):
+    """The arguments of an HTTP request that sent no body (or JSON ``null``): empty, and told apart
+    by identity (:data:`NO_BODY`) — Claw-Eval's services answer it unlike ``{}``."""
+
+
+NO_BODY: Mapping[str, Any] = _NoBody()
+
+
 @dataclass(frozen=True, slots=True)
 class CallResult:
     ok: bool
@@ -268,6 +276,10 @@ class Trial:
         svc = self.services[tdef.service]
         mark = len(self._journal)
         try:
+            if tdef.method == "claw_not_served":  # a route Claw-Eval lacks: 404 whatever the body
+                args = {}
+            elif args is NO_BODY:  # an HTTP request without a body: what the service's handler gets
+                args = svc.no_body_args(tdef)
             parsed = tdef.parse_args(args)
             event.args = parsed
             result = getattr(svc, tdef.method)(**parsed)

@@ -60,6 +60,21 @@ class ClawService(Service):
     def seed(self) -> None:
         """Adjust this trial's starting rows (date shifts relative to the frozen now). Default: none."""
 
+    no_body: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    """Tool -> the arguments its Claw-Eval handler takes when the request has no body (theirs are
+    ``req: Model | None = None``, defaulted), where those are not the model's own defaults."""
+
+    def no_body_args(self, tdef: Any) -> Mapping[str, Any]:
+        """A bodiless request, as FastAPI answers it: a handler whose body is optional runs with its
+        defaults (``no_body``); one whose body is required is a 422 on ``["body"]``."""
+        if tdef.name in self.no_body:
+            return self.no_body[tdef.name]
+        required = [n for n, f in tdef.args_model.model_fields.items() if f.is_required()]
+        if required:
+            detail = [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
+            raise ToolError("invalid_arguments", "request body required", 422, body={"detail": detail})
+        return {}
+
     def claw_not_served(self, **_: Any) -> Any:
         """The handler of a declared tool at a route Claw-Eval does not serve (not a tool itself)."""
         raise NotServed()

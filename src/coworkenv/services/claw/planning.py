@@ -10,8 +10,10 @@ are Claw-Eval's (todo creations are not audited there, nor here).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from coworkenv.services.claw.base import ClawService
 from coworkenv.services.service import tool
@@ -227,6 +229,11 @@ class ClawCalendar(ClawService):
         end = start + timedelta(days=days)
         out = [dict(e) for e in self.rows if start <= _parse(e["start_time"]) < end]
         return sorted(out, key=lambda e: e["start_time"])
+
+    # theirs: ``if req is None: req = ListEventsRequest(date="2026-03-02")``
+    no_body: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
+        {"calendar_list_events": {"date": "2026-03-02"}}
+    )
 
     @tool("/calendar/events")
     def calendar_list_events(self, date: str, days: int = 1) -> dict[str, Any]:
