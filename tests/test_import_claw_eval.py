@@ -349,3 +349,22 @@ def test_render_aggregates_notes(tmp_path: Path) -> None:
     text = import_dir(root, None).render()
     assert text.startswith("2 task(s)")
     assert "[2 task(s)] scoring weights sum to 0.8, normalised to 1" in text
+
+
+def test_a_service_without_a_fixture_variable_is_named_as_a_difference(tmp_path: Path) -> None:
+    """Three upstream tasks (T012, T018, T024) set no ``*_FIXTURES``: Claw-Eval's service then
+    serves its built-in default (their zh twin's records), we this task's own. Where we differ, the
+    importer says so, per task and service."""
+    tickets = [{"ticket_id": "TK-1", "title": "t", "created_at": "2025-05-04T09:00:00Z"}]
+    line = "        env: {HELPDESK_FIXTURES: tasks/X1_mini/fixtures/helpdesk/tickets.json}\n"
+    text = MINI.replace(line, "")
+    assert text != MINI
+    d = _write_task(tmp_path / "tasks" / "X1_mini", text, {"helpdesk/tickets.json": tickets})
+    spec, notes = import_task(d)
+    assert spec.services == {"helpdesk": {"tickets.json": tickets}}
+    (note,) = [n for n in notes if "HELPDESK_FIXTURES" in n]
+    assert "its own default fixture file, not this task's" in note
+    assert "tickets.json" in note
+    given = _write_task(tmp_path / "b" / "tasks" / "X1_mini", MINI, {"helpdesk/tickets.json": tickets})
+    _, with_var = import_task(given)
+    assert not [n for n in with_var if "sets no" in n]

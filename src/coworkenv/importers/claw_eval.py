@@ -292,6 +292,12 @@ def _fixture_files(svc: _ServiceDef, task_dir: Path, root: Path) -> tuple[list[P
     if from_env:
         return from_env, notes
     own = sorted((task_dir / "fixtures" / svc.name).glob("*.json"))
+    if own:  # where we choose to differ from Claw-Eval, said per task
+        notes.append(
+            f"service {svc.name}: task.yaml sets no {svc.name.upper()}_FIXTURES, so Claw-Eval's service "
+            f"would serve its own default fixture file, not this task's; served here: this task's "
+            f"fixtures/{svc.name}/ ({', '.join(p.name for p in own)})"
+        )
     return own, notes
 
 
