@@ -811,3 +811,35 @@ def test_fixed_sampling_decodes_every_request_at_its_settings() -> None:
     assert greedy.policy_version == "rl-1"
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         FixedSampling(inner, -1.0)
+
+
+def test_top_p_by_top_k_first_keeps_what_the_full_sort_keeps() -> None:
+    """The top-p mask from the most likely candidates equals the one from sorting the vocabulary,
+    on peaked, flat and tied distributions at several temperatures and top-p; the only allowed
+    difference is a token whose mass-above is within float rounding of top_p."""
+    import torch
+
+    from coworkenv.proxy.backends.embedded import processed_logprobs, processed_logprobs_sorted
+
+    g = torch.Generator().manual_seed(0)
+    compared = differ = 0
+    for trial in range(200):
+        x = torch.randn(49152, generator=g) * (0.5, 1.0, 3.0, 8.0)[trial % 4]
+        if trial % 7 == 0:
+            x[:10] = x.max() + 1  # a tie at the top
+        for temperature in (0.7, 1.0, 1.3):
+            for top_p in (0.5, 0.9, 0.95):
+                fast = processed_logprobs(x, temperature, top_p)
+                full = processed_logprobs_sorted(x, temperature, top_p)
+                compared += 1
+                kept_fast, kept_full = ~torch.isinf(fast), ~torch.isinf(full)
+                if torch.equal(kept_fast, kept_full):
+                    assert torch.allclose(fast[kept_fast], full[kept_full], atol=1e-6)
+                    continue
+                differ += 1
+                probs = torch.softmax(x / temperature, dim=-1)
+                (edge,) = torch.nonzero(kept_fast ^ kept_full).flatten().tolist()
+                above = float(probs[probs > probs[edge]].sum())
+                assert abs(above - top_p) < 1e-5, (trial, temperature, top_p, above)
+    assert compared == 1800
+    assert differ <= 3

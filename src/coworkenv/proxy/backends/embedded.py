@@ -69,10 +69,39 @@ def tiny_random_model(tokenizer: Any, *, seed: int = 0, layers: int = 2, hidden:
     return model
 
 
+TOP_K_FIRST = 256
+"""Candidates :func:`processed_logprobs` looks at before sorting the whole vocabulary for top-p."""
+
+
 def processed_logprobs(logits: Any, temperature: float, top_p: float) -> Any:
     """Log-probabilities of the distribution sampled from (temperature, then top-p renormalized).
 
-    Works on the last dimension; ``temperature <= 0`` (greedy) returns the plain model log-softmax."""
+    Works on the last dimension; ``temperature <= 0`` (greedy) returns the plain model log-softmax.
+    Top-p looks at the :data:`TOP_K_FIRST` most likely tokens first and sorts the whole vocabulary
+    only when they hold less than ``top_p`` of the mass or a tie straddles the cut. The kept set is
+    the full sort's (:func:`processed_logprobs_sorted`) but where the mass above the last token
+    kept is within float rounding (~1e-6) of ``top_p`` (tested); sampler and trainer both call this
+    function, so what is sampled and what is scored agree exactly."""
+    import torch
+
+    logits = logits.float()
+    if temperature <= 0:
+        return torch.log_softmax(logits, dim=-1)
+    logits = logits / temperature
+    if 0 < top_p < 1 and logits.dim() == 1 and logits.shape[-1] > TOP_K_FIRST:
+        probs = torch.softmax(logits, dim=-1)
+        top, idx = torch.topk(probs, TOP_K_FIRST)
+        before = torch.cumsum(top, dim=-1) - top
+        keep = int((before < top_p).sum())  # the smallest prefix reaching top_p
+        if keep < TOP_K_FIRST and bool(top[keep - 1] > top[keep]):  # inside, and no tie at the cut
+            out = torch.full_like(logits, float("-inf"))
+            out[idx[:keep]] = logits[idx[:keep]]
+            return torch.log_softmax(out, dim=-1)
+    return processed_logprobs_sorted(logits, 1.0, top_p)
+
+
+def processed_logprobs_sorted(logits: Any, temperature: float, top_p: float) -> Any:
+    """:func:`processed_logprobs` by one sort of the whole vocabulary (the reference)."""
     import torch
 
     logits = logits.float()
