@@ -297,7 +297,10 @@ def test_wrap_mounts_only_the_sandbox_and_given_paths(tmp_path: Path) -> None:
     system |= {f"/{n}" for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if Path(f"/{n}").is_dir()}
     assert bound - system - writable == {str(harness_dir)}  # /usr/lib/node is already under /usr
     assert ("--remount-ro", "/") in pairs
-    assert argv[0] == "prlimit"
+    # as root: a shell opens the seccomp filter (no new user namespaces) for bwrap, then prlimit
+    assert argv[:2] == ["/bin/sh", "-c"]
+    assert argv[argv.index("--seccomp") + 1] == "9"
+    assert argv[4] == "prlimit"
     assert f"--nproc={LIMITS.processes}" in argv
     assert argv[argv.index("setpriv") + 1] == "--reuid=1500000123"
     assert "--no-new-privs" in argv

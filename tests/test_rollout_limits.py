@@ -179,3 +179,31 @@ def test_directories_and_preallocation_count_against_the_disk_quota(tmp_path: Pa
         (box.workspace / f"d{i}").mkdir()
     assert jail.disk_usage() >= 200 * 4096
     box.cleanup()
+
+
+USERNS = """
+import subprocess, threading
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+r = subprocess.run(["unshare", "-Ur", "id", "-u"], capture_output=True, text=True)
+print(r.returncode, subprocess.run(["sh", "-c", "echo ok"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+def test_a_jailed_process_cannot_make_a_user_namespace(tmp_path: Path) -> None:
+    """As root the jail's uid has no capabilities, but ``unshare -Ur`` once made it "root" of a
+    new user namespace. A seccomp filter now refuses ``CLONE_NEWUSER`` (``clone3`` falls back to
+    ``clone``, as under Docker); threads, forks and shells work."""
+    import os
+
+    from coworkenv.rollout.isolation import bwrap_problem
+
+    if os.geteuid() != 0:
+        pytest.fail("this test checks the root jail (without root, bwrap's --disable-userns does this)")
+    if bwrap_problem() is not None:
+        pytest.fail(f"the jail cannot start here: {bwrap_problem()}")
+    out, _ = _run(tmp_path, Limits(), USERNS, "userns")
+    code, shell = out.split()
+    assert code != "0"
+    assert shell == "ok"

@@ -9,7 +9,9 @@ it is given (a harness installation). Nothing else is mounted — not the projec
 specs and references, the graders, the capture store, the records or any other sandbox — so no
 path, symlink or ``..`` reaches them. It runs in its own pid/ipc/uts namespaces and session and
 dies with its parent. As root it runs as a per-rollout uid with no capabilities and no new
-privileges (so the process limit binds that rollout alone); otherwise in a user namespace. Its
+privileges (so the process limit binds that rollout alone), under a seccomp filter that refuses new
+user namespaces (:mod:`coworkenv.rollout.seccomp`); otherwise in a user namespace that cannot make
+more (``--disable-userns``). Its
 network is its own loopback: it reaches only the endpoints it is given (the rollout's proxy
 prefix and services), relayed by :mod:`coworkenv.rollout.netjail`; and those answer only the
 rollout's secrets (:mod:`coworkenv.serve.access`). ``network="shared"`` (or no ``python3`` under
@@ -55,6 +57,7 @@ from coworkenv.errors import CoworkError
 from coworkenv.rollout.cgroups import RolloutGroup, cgroup_problem
 from coworkenv.rollout.diskfs import RolloutDisk
 from coworkenv.rollout.netjail import JAIL_DIR, forwarder_argv, jail_python
+from coworkenv.rollout.seccomp import program as seccomp_program
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ UID_BASE = 1_500_000_000
 UID_SPAN = 100_000_000
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _HIDDEN_ETC = ("shadow", "gshadow", "shadow-", "gshadow-", "sudoers")
+_SECCOMP_FD = 9
 
 
 class IsolationError(CoworkError):
@@ -314,7 +318,23 @@ class Jail:
             ]
             argv = forwarder_argv(python, relay[1], argv)
         out += ["--remount-ro", "/", "--chdir", str(cwd), *_as_agent(self.uid), *argv]
+        if self.uid is not None and (bpf := self._seccomp()) is not None:
+            # as root: no new user namespaces (bwrap reads the filter from fd 9, opened by a shell)
+            at = out.index("--remount-ro")
+            out[at:at] = ["--seccomp", str(_SECCOMP_FD)]
+            out = ["/bin/sh", "-c", f'exec {_SECCOMP_FD}<"$0" && exec "$@"', str(bpf), *out]
         return self._grouped(out)  # joined on the host, before the namespaces: /sys is not in the jail
+
+    def _seccomp(self) -> Path | None:
+        """This jail's seccomp filter file (:mod:`coworkenv.rollout.seccomp`), written once."""
+        path = self.passwd_dir / "seccomp.bpf"
+        if not path.exists():
+            prog = seccomp_program()
+            if prog is None:
+                _warn_once("no seccomp filter for this machine: a jailed process can make user namespaces")
+                return None
+            path.write_bytes(prog)
+        return path
 
     def open_group(self) -> None:
         """Make the rollout's control group if the kernel allows one (once; the processes
