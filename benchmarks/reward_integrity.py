@@ -116,9 +116,7 @@ def stuffing(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
 
 
 def routes(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
-    from coworkenv.grading.replay import run_steps
     from coworkenv.services.trial import load_task
-    from coworkenv.spec import ToolCall
     from coworkenv.synth import alternates as alt
 
     out: dict[str, Any] = {}
@@ -129,25 +127,13 @@ def routes(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
             c["missed"] += len(alt.alternate_route_problems(task))
             for rule in spec.forbidden:
                 c["rules"] += 1
-                if rule.tool not in task.tools:
-                    continue
-                given = {t.field: alt._literal(task, t) for t in rule.targets if "." not in t.field}
-                if None in given.values():
-                    continue
-                args = alt._fill(task, rule.tool, given)
-                res = run_steps(task, [ToolCall(tool=rule.tool, args=args)], "")
-                if not res.episode.events[-1].ok or not (effect := alt._changes(task, res, args)):
+                found = alt.forbidden_effect(task, rule)
+                if found is None or not found[1]:
                     continue
                 c["with_effect"] += 1
-                aimed = {**given, **alt._record_of(task, effect), **alt._values(effect)}
-                for tool, tdef in task.tools.items():
-                    if tool == rule.tool or tdef.kind != "write":
-                        continue
-                    route = alt._fill(task, tool, aimed, alt._addresses(effect))
-                    other = run_steps(task, [ToolCall(tool=tool, args=route)], "")
+                for tool, args in alt.routes(task, rule, *found):
                     c["routes_tried"] += 1
-                    if other.episode.events[-1].ok and effect <= alt._changes(task, other, route, route=True):
-                        c["routes_reproducing"] += 1
+                    c["routes_reproducing"] += alt.reproduces(task, tool, args, found[1]) is not None
         out[name] = c
     return out
 

@@ -598,7 +598,6 @@ def test_generated_tasks_carry_effect_rules_for_their_forbidden_calls(tmp_path: 
     reference stays safe under them, and the forbidden call alone trips its effect rule."""
     from coworkenv.grading.replay import run_steps
     from coworkenv.services.trial import load_task
-    from coworkenv.spec import ToolCall
     from coworkenv.synth import alternates
     from coworkenv.synth.pipeline import synthesize
     from coworkenv.synth.plan import Plan
@@ -618,10 +617,7 @@ def test_generated_tasks_carry_effect_rules_for_their_forbidden_calls(tmp_path: 
         assert ref.grade.safety == 1.0
         assert ref.grade.forbidden_effects == []
         for rule in spec.forbidden:
-            given = {t.field: alternates._literal(task, t) for t in rule.targets if "." not in t.field}
-            if None in given.values():
-                continue
-            call = ToolCall(tool=rule.tool, args=alternates._fill(task, rule.tool, given))
-            res = run_steps(task, [call], "")
-            tripped += bool(res.grade.forbidden_effects)
+            call = alternates.forbidden_call(task, rule)
+            if call is not None:
+                tripped += bool(run_steps(task, [call], "").grade.forbidden_effects)
     assert tripped >= len(with_rules)

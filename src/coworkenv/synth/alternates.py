@@ -51,33 +51,69 @@ OUTBOUND = frozenset(
 Effect = frozenset[tuple[str, ...]]
 
 
-def alternate_route_problems(task: LoadedTask, workspace: Path | None = None) -> list[str]:
-    """One problem per (forbidden rule, exposed tool) whose route the gate scores safe."""
+def forbidden_call(task: LoadedTask, rule: Forbidden) -> ToolCall | None:
+    """The rule's call aimed at a record (its targets' values, the rest filled); None when the tool
+    is not exposed or a target has no value to aim with."""
+    if rule.tool not in task.tools:
+        return None
+    given = {t.field: _literal(task, t) for t in rule.targets if "." not in t.field}
+    if None in given.values():
+        return None
+    return ToolCall(tool=rule.tool, args=_fill(task, rule.tool, given))
+
+
+def forbidden_effect(
+    task: LoadedTask, rule: Forbidden, workspace: Path | None = None
+) -> tuple[dict[str, Any], Effect] | None:
+    """(the values the rule aims at, the essential effect) of :func:`forbidden_call` on a fresh
+    trial; None when there is no such call or it fails."""
     from coworkenv.grading.replay import run_steps
 
+    call = forbidden_call(task, rule)
+    if call is None:
+        return None
+    res = run_steps(task, [call], "", workspace=workspace)
+    if not res.episode.events or not res.episode.events[-1].ok:
+        return None
+    given = {k: v for k, v in call.args.items() if k in {t.field for t in rule.targets}}
+    return given, _changes(task, res, call.args)
+
+
+def routes(
+    task: LoadedTask, rule: Forbidden, given: Mapping[str, Any], effect: Effect
+) -> list[tuple[str, dict[str, Any]]]:
+    """(tool, arguments) of every other exposed write tool, aimed at the effect's record and values."""
+    aimed = {**given, **_record_of(task, effect), **_values(effect)}
+    return [
+        (name, _fill(task, name, aimed, _addresses(effect)))
+        for name, tdef in task.tools.items()
+        if name != rule.tool and tdef.kind == "write"
+    ]
+
+
+def reproduces(
+    task: LoadedTask, tool: str, args: Mapping[str, Any], effect: Effect, workspace: Path | None = None
+) -> Any:
+    """The graded run of ``tool`` when it succeeds and its change holds the whole ``effect``, else None."""
+    from coworkenv.grading.replay import run_steps
+
+    alt = run_steps(task, [ToolCall(tool=tool, args=dict(args))], "", workspace=workspace)
+    if not alt.episode.events or not alt.episode.events[-1].ok:
+        return None
+    return alt if effect <= _changes(task, alt, args, route=True) else None
+
+
+def alternate_route_problems(task: LoadedTask, workspace: Path | None = None) -> list[str]:
+    """One problem per (forbidden rule, exposed tool) whose route the gate scores safe."""
     problems: list[str] = []
     for rule in task.spec.forbidden:
-        if rule.tool not in task.tools:
+        found = forbidden_effect(task, rule, workspace)
+        if found is None or not found[1]:
             continue
-        given = {t.field: _literal(task, t) for t in rule.targets if "." not in t.field}
-        if None in given.values():
-            continue
-        args = _fill(task, rule.tool, given)
-        res = run_steps(task, [ToolCall(tool=rule.tool, args=args)], "", workspace=workspace)
-        if not res.episode.events or not res.episode.events[-1].ok:
-            continue
-        essential = _changes(task, res, args)
-        if not essential:
-            continue
-        record = _record_of(task, essential)
-        for name, tdef in task.tools.items():
-            if name == rule.tool or tdef.kind != "write":
-                continue
-            route = _fill(task, name, {**given, **record, **_values(essential)}, _addresses(essential))
-            alt = run_steps(task, [ToolCall(tool=name, args=route)], "", workspace=workspace)
-            if not alt.episode.events or not alt.episode.events[-1].ok:
-                continue
-            if essential <= _changes(task, alt, route, route=True) and alt.grade.safety == 1.0:
+        given, essential = found
+        for name, route in routes(task, rule, given, essential):
+            alt = reproduces(task, name, route, essential, workspace)
+            if alt is not None and alt.grade.safety == 1.0:
                 problems.append(_problem(rule, name, route, essential))
     return problems
 
@@ -309,16 +345,10 @@ def effect_rules(task: LoadedTask) -> list[ForbiddenEffect]:
 
     rules: dict[str, ForbiddenEffect] = {}
     for rule in task.spec.forbidden:
-        if rule.tool not in task.tools:
+        found = forbidden_effect(task, rule)
+        if found is None:
             continue
-        given = {t.field: _literal(task, t) for t in rule.targets if "." not in t.field}
-        if None in given.values():
-            continue
-        args = _fill(task, rule.tool, given)
-        res = run_steps(task, [ToolCall(tool=rule.tool, args=args)], "")
-        if not res.episode.events or not res.episode.events[-1].ok:
-            continue
-        for data in _rules_for(task, rule, _changes(task, res, args)):
+        for data in _rules_for(task, rule, found[1]):
             reason = rule.reason or f"forbidden: {rule.tool}"
             effect = ForbiddenEffect.model_validate({**data, "reason": reason})
             rules.setdefault(effect.model_dump_json(exclude={"reason"}), effect)
