@@ -44,29 +44,6 @@ code = "x = b'\\\\x01' * (48 << 20); import time; time.sleep(1.5)"
 kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(6)]
 print(" ".join(str(k.wait()) for k in kids))
 """
-FILL = """
-import os
-made = failed = 0
-for i in range(DIRS):
-    try:
-        os.mkdir(f"d{i}")
-        made += 1
-    except OSError:
-        failed += 1
-allocated = 0
-for i in range(100):
-    try:
-        fd = os.open(f"f{i}", os.O_CREAT | os.O_WRONLY)
-        os.posix_fallocate(fd, 0, 1 << 20)
-        allocated += 1
-        os.close(fd)
-    except OSError:
-        pass
-st = os.statvfs(".")
-print(made, failed, allocated, (st.f_blocks - st.f_bfree) * st.f_frsize)
-"""
-
-
 def strings(x: object) -> list[str]:
     if isinstance(x, dict):
         return [s for v in x.values() for s in strings(v)]
@@ -142,6 +119,7 @@ def limits(work: Path) -> dict[str, Any]:
     from coworkenv.rollout.cgroups import cgroup_problem
     from coworkenv.rollout.diskfs import disk_problem
     from coworkenv.rollout.isolation import Isolation, Limits
+    from coworkenv.rollout.redteam import quota_probe
     from coworkenv.rollout.sandbox import Sandbox, run_process
     from coworkenv.tasks.builtin import builtin_task
 
@@ -186,7 +164,7 @@ def limits(work: Path) -> dict[str, Any]:
     }
     out["disk"] = {}
     for label, dirs in (("directories_then_preallocation", 30000), ("preallocation", 0)):
-        disk = run(f"disk-{dirs}", FILL.replace("DIRS", str(dirs)), Limits(disk_bytes=48 * MiB), 48 * MiB)
+        disk = run(f"disk-{dirs}", quota_probe(dirs, 100), Limits(disk_bytes=48 * MiB), 48 * MiB)
         out["disk"][label] = {
             "quota_mib": 48,
             "directories_tried": dirs,

@@ -364,10 +364,11 @@ def test_claw_eval_compat_keeps_the_grader_routes_off_the_agents_port(tmp_path: 
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{grader}/health").status_code == 200 and httpx.get(f"{agent}/health"):
-                    break
-            except httpx.TransportError:
-                pass
+                up = httpx.get(f"{grader}/health").status_code == 200 and httpx.get(f"{agent}/health")
+            except httpx.TransportError:  # not listening yet
+                up = False
+            if up:
+                break
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.monotonic() < deadline, "serve did not start"
             time.sleep(0.2)

@@ -18,6 +18,7 @@ from coworkenv.rollout.cgroups import RolloutGroup, cgroup_problem
 from coworkenv.rollout.execute import _label
 from coworkenv.rollout.harnesses.base import HarnessResult
 from coworkenv.rollout.isolation import Isolation, Limits
+from coworkenv.rollout.redteam import quota_probe
 from coworkenv.rollout.sandbox import Sandbox, run_process
 from coworkenv.tasks.builtin import builtin_task
 
@@ -27,27 +28,6 @@ import subprocess, sys
 code = "x = b'\\\\x01' * ({mib} << 20); import time; time.sleep(1.5)"
 kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range({n})]
 print(" ".join(str(k.wait()) for k in kids))
-"""
-FILL = """
-import os
-made = failed = 0
-for i in range({dirs}):
-    try:
-        os.mkdir(f"d{{i}}")
-        made += 1
-    except OSError:
-        failed += 1
-allocated = 0
-for i in range({files}):
-    try:
-        fd = os.open(f"f{{i}}", os.O_CREAT | os.O_WRONLY)
-        os.posix_fallocate(fd, 0, 1 << 20)
-        allocated += 1
-        os.close(fd)
-    except OSError:
-        pass
-st = os.statvfs(".")
-print(made, failed, allocated, (st.f_blocks - st.f_bfree) * st.f_frsize)
 """
 FORKS = """
 import subprocess, sys
@@ -166,12 +146,12 @@ def test_directories_and_preallocation_count_against_the_disk_quota(tmp_path: Pa
         pytest.fail(f"this machine gives no per-rollout filesystem ({problem}): the quota is only polled")
     quota = 16 * MiB
     limits = Limits(disk_bytes=quota)
-    out, _ = _run(tmp_path, limits, FILL.format(dirs=3000, files=40), "disk", disk=quota)
-    made, failed, allocated, used = (int(x) for x in out.split())
-    assert failed > 0  # directories ran out of room (blocks or inodes) ...
+    out, _ = _run(tmp_path, limits, quota_probe(3000, 40), "disk", disk=quota)
+    made, refused, allocated, used = (int(x) for x in out.split())
+    assert made < 3000  # directories ran out of room (blocks or inodes) ...
     assert allocated < 16  # ... and so did preallocation
     assert used <= quota
-    assert made + failed == 3000
+    assert made + allocated + refused == 3040
     # a sandbox without a filesystem of its own still counts directories' blocks in its poll
     box = Sandbox.create(tmp_path, "poll", builtin_task("M1003_ticket_kb_resolution"))
     jail = box.jail(Isolation("auto", limits))

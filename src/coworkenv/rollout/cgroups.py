@@ -197,6 +197,6 @@ def _counter(path: Path, key: str) -> int:
             name, _, value = line.partition(" ")
             if name == key:
                 return int(value)
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError):  # no such counter on this kernel (or a malformed one): none hit
+        return 0
     return 0

@@ -155,6 +155,34 @@ print({json.dumps(REPORT_MARKER)} + json.dumps(out, sort_keys=True))
     return f"python3 - <<'REDTEAM'\n{textwrap.dedent(body).strip()}\nREDTEAM"
 
 
+def quota_probe(dirs: int, files: int) -> str:
+    """Python source that makes ``dirs`` directories, then preallocates ``files`` files of 1 MiB
+    in its working directory, counting what the filesystem refused; prints ``made refused
+    allocated used_bytes`` (a disk quota that counts only file data lets every one land)."""
+    return f"""
+import os
+made = refused = allocated = 0
+for i in range({dirs}):
+    try:
+        os.mkdir(f"d{{i}}")
+        made += 1
+    except OSError:
+        refused += 1
+for i in range({files}):
+    try:
+        fd = os.open(f"f{{i}}", os.O_CREAT | os.O_WRONLY)
+        try:
+            os.posix_fallocate(fd, 0, 1 << 20)
+            allocated += 1
+        finally:
+            os.close(fd)
+    except OSError:
+        refused += 1
+st = os.statvfs(".")
+print(made, refused, allocated, (st.f_blocks - st.f_bfree) * st.f_frsize)
+"""
+
+
 def fill_script(t: Targets) -> str:
     """Fill the disk with files just under the file-size limit; prints FILLED if it finished."""
     n = max(1, t.fill_mib // t.fill_file_mib)
