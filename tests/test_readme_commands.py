@@ -39,14 +39,16 @@ OUTPUTS = ("experiments/results/", "benchmarks/results/")  # written by the comm
 def shell_lines(doc: Path) -> list[tuple[int, str]]:
     """(line number, command) of every command in the doc's shell blocks, continuations joined."""
     out: list[tuple[int, str]] = []
-    inside, labeled, pending, start = False, False, "", 0
+    inside, other, labeled, pending, start = False, False, False, "", 0
     for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
         fence = FENCE.match(line.strip())
         if line.strip().startswith("```"):
-            if inside:
-                inside = False
+            if inside or other:  # a closing fence, of a shell block or another language's
+                inside = other = False
             elif fence is not None:
                 inside, labeled = True, bool(fence.group(1))
+            else:  # ```python, ```toml, ...: not commands, up to its closing fence
+                other = True
             continue
         if not inside:
             continue
@@ -133,6 +135,8 @@ def check_line(text: str) -> list[str]:
             problems.append(f"{seg[1]}: no such script")
         for tok in seg:
             path = tok.split("=", 1)[-1]
+            if re.fullmatch(r"\S+\.py@\w+", path):  # Inspect's FILE.py@TASK
+                path = path.rsplit("@", 1)[0]
             repo_path = path.startswith(REPO_DIRS) and not path.startswith(OUTPUTS) and "*" not in path
             if repo_path and not (ROOT / path).exists() and not _written_by_an_earlier_line(path):
                 problems.append(f"{path}: no such file in the repository")
