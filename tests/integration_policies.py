@@ -7,7 +7,11 @@ each exactly what :func:`ours` â€” the in-process replay graded by our grader â€
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
 from coworkenv.grading.replay import run_steps
+from coworkenv.integrations.session import Services
 from coworkenv.services.trial import LoadedTask, load_task
 from coworkenv.spec import TaskSpec, ToolCall
 from coworkenv.synth.alternates import forbidden_call
@@ -41,3 +45,13 @@ def ours(spec: TaskSpec, policy: Policy) -> float:
     graded = run_steps(load_task(spec), policy[0], policy[1]).grade
     assert graded.reward is not None
     return graded.reward
+
+
+@contextmanager
+def openenv_served(tasks: Sequence[TaskSpec] | None = None) -> Iterator[tuple[Services, str]]:
+    """The tasks' services and our OpenEnv server over them (its base URL), both on loopback."""
+    from coworkenv.integrations.openenv import create_openenv_app
+    from coworkenv.serve.http import background_server
+
+    with Services.local(tasks or specs()) as services, background_server(create_openenv_app(services)) as url:
+        yield services, url

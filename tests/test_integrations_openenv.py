@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from coworkenv.integrations.session import Services
-from tests.integration_policies import ours, policies, specs
+from tests.integration_policies import openenv_served, ours, policies, specs
 
 pytest.importorskip("openenv")
 
@@ -18,15 +18,13 @@ from coworkenv.integrations.openenv import (
     FINISH_TOOL,
     CoworkEnvClient,
     CoworkEnvironment,
-    create_openenv_app,
 )
-from coworkenv.serve.http import background_server
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Services, str]]:
-    with Services.local(specs()) as services, background_server(create_openenv_app(services)) as url:
-        yield services, url
+    with openenv_served() as served:
+        yield served
 
 
 def test_openenv_client_pays_our_reward_for_every_policy(served: tuple[Services, str]) -> None:

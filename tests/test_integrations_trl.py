@@ -9,12 +9,11 @@ import pytest
 
 from coworkenv.integrations.session import Services
 from coworkenv.spec import KeywordsPresent, TaskSpec
-from tests.integration_policies import ours, policies, specs
+from tests.integration_policies import openenv_served, ours, policies, specs
 
 pytest.importorskip("openenv")
 pytest.importorskip("trl")
 
-from coworkenv.integrations.openenv import create_openenv_app
 from coworkenv.integrations.trl import (
     coworkenv_reward,
     dataset,
@@ -22,13 +21,12 @@ from coworkenv.integrations.trl import (
     toolset_key,
     with_tool_template,
 )
-from coworkenv.serve.http import background_server
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Services, str]]:
-    with Services.local(specs()) as services, background_server(create_openenv_app(services)) as url:
-        yield services, url
+    with openenv_served() as served:
+        yield served
 
 
 def test_trl_environment_pays_our_reward_for_every_policy(served: tuple[Services, str]) -> None:
@@ -73,7 +71,7 @@ def test_grpo_trainer_makes_a_real_update_through_openenv(tmp_path: Path) -> Non
     from coworkenv.proxy.backends.embedded import smollm2_tokenizer, tiny_random_model
 
     spec = _varied(specs()[0])
-    with Services.local([spec]) as services, background_server(create_openenv_app(services)) as url:
+    with openenv_served([spec]) as (_, url):
         tokenizer = with_tool_template(smollm2_tokenizer())
         model = tiny_random_model(tokenizer)
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
