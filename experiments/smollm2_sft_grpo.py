@@ -21,6 +21,7 @@ Stages:
 * ``teacher``     reference solutions of the training suite through the built-in loop → ``curate`` → SFT JSONL
 * ``base_eval``   (a) the embedded SmolLM2 on every held-out set (greedy, then sampled); determinism
 * ``sft_pilot``   LoRA vs full fine-tuning for ``--pilot-steps``, picked by held-out loss per CPU-hour
+                  among the modes whose checkpoint fits ``--commit-mb`` (committed for a fresh machine)
 * ``sft``         (b) SFT with the picked mode (continuing from the pilot's steps); then ``sft_eval``
 * ``grpo``        (c) GRPO (and the other ``--estimators``, same budget) from (b): dynamic sampling → trees →
                   ``RLTrainer.step``, weights pushed to the backend between updates; then ``grpo_eval``
@@ -143,6 +144,12 @@ class Progress:
             self.state.update(stage=stage, updated=datetime.now(UTC).isoformat(timespec="seconds"))
             self._write()
 
+    def note(self, stage: str, **fields: Any) -> None:
+        """Record ``fields`` on ``stage``'s entry (e.g. its committed checkpoint)."""
+        with self._lock:
+            self.state["stages"].setdefault(stage, {"wall_s": 0.0}).update(fields)
+            self._write()
+
     def finish(self, stage: str, info: dict[str, Any]) -> None:
         self.tick(stage)
         with self._lock:
@@ -195,10 +202,46 @@ class Exp:
                 self.path(p.name).write_text(p.read_text())
                 log(f"restored {p.name} from {committed}")
 
+    def pack(self, name: str, files: Sequence[str] = ()) -> None:
+        """The newest trainer checkpoint under ``<work>/<name>`` into ``--results/checkpoints/<name>``
+        when it fits ``--commit-mb`` (:mod:`coworkenv.rl.portable`): what a fresh machine resumes from.
+        Its size and whether it was written go into ``progress.json``."""
+        from coworkenv.rl.common import latest_checkpoint
+        from coworkenv.rl.portable import pack
+
+        ck = latest_checkpoint(self.path(name))
+        if ck is None:
+            return
+        got = pack(
+            ck,
+            self.a.results / "checkpoints" / name,
+            limit_bytes=int(self.a.commit_mb * 2**20),
+            files={f: self.path(name, f) for f in files},
+        )
+        self.progress.note(
+            name.split("/")[0],
+            committed_checkpoint={
+                "step": got.step,
+                "mb": round(got.bytes / 2**20, 1),
+                "moments": got.moments,
+                "written": got.written,
+            },
+        )
+
+    def unpack(self, name: str) -> None:
+        """A fresh machine: the committed checkpoint of ``name`` back into the work dir, if newer."""
+        from coworkenv.rl.portable import unpack
+
+        step = unpack(self.a.results / "checkpoints" / name, self.path(name))
+        if step is not None:
+            log(f"  {name}: resuming from the committed checkpoint of step {step}")
+
     def result(self, stage: str) -> dict[str, Any] | None:
         p = self.path(f"{stage}.json")
         if not p.exists():
             return None
+        if stage in REBUILD and any(not self.path(a).exists() for a in STAGE_ARTIFACTS.get(stage, ())):
+            REBUILD[stage](self)
         if any(not self.path(a).exists() for a in STAGE_ARTIFACTS.get(stage, ())):
             return None  # restored from the commit, but its artifacts are not on this machine
         out: dict[str, Any] = json.loads(p.read_text())
@@ -504,6 +547,10 @@ def delta_norm(before: dict[str, Any], after: dict[str, Any]) -> float:
     return tot**0.5
 
 
+def lora_config(e: Exp) -> dict[str, Any]:
+    return {"r": e.a.lora_r, "alpha": e.a.lora_alpha}
+
+
 def rl_config(e: Exp, out: Path, groups: int, group: int, estimator: str = "grpo") -> Any:
     from coworkenv.rl.config import RLConfig
 
@@ -513,7 +560,7 @@ def rl_config(e: Exp, out: Path, groups: int, group: int, estimator: str = "grpo
             "group_size": group,
             "batch_size": group * max(1, groups),
             "optim": {"lr": e.a.grpo_lr},
-            "model": {} if e.a.grpo_lora else {"lora": None},
+            "model": {"lora": lora_config(e) if e.a.grpo_lora else None},
             # resumed from its last checkpoint, which grpo_run writes after each update's record
             "run": {"out_dir": str(out), "resume": True, "progress": False, "keep_checkpoints": 1},
             "max_len": 8192,
@@ -709,7 +756,7 @@ def sft_config(e: Exp, mode: str, out: Path, *, max_steps: int | None = None) ->
     return SFTConfig.model_validate(
         {
             "data": str(e.path("sft.jsonl")),
-            "model": {"lora": None} if mode == "full" else {},
+            "model": {"lora": None} if mode == "full" else {"lora": lora_config(e)},
             "optim": {"lr": e.a.sft_lr if mode == "full" else e.a.sft_lora_lr, "warmup_steps": 1},
             "run": {
                 "out_dir": str(out),
@@ -768,6 +815,8 @@ def stage_sft_pilot(e: Exp) -> dict[str, Any]:
     if e.a.sft_mode != "auto":
         return {"mode": e.a.sft_mode, "picked_by": "--sft-mode"}
     from coworkenv.models import load_causal_lm
+    from coworkenv.rl.common import latest_checkpoint
+    from coworkenv.rl.portable import pack
     from coworkenv.rl.sft import SFTTrainer
 
     _, tok = load_causal_lm("smollm2")
@@ -803,14 +852,26 @@ def stage_sft_pilot(e: Exp) -> dict[str, Any]:
             state_path.write_text(json.dumps(st))
         drop = (st["val_before"] or 0.0) - (st["val_after"] or 0.0)
         st["loss_drop_per_cpu_hour"] = round(drop / max(st["cpu_s"] / 3600, 1e-9), 4)
+        if "committable" not in st and (ck := latest_checkpoint(out)) is not None:
+            probe = pack(ck, out / "pack-probe", limit_bytes=int(e.a.commit_mb * 2**20))
+            st.update(checkpoint_mb=round(probe.bytes / 2**20, 1), committable=probe.written)
+            state_path.write_text(json.dumps(st))
         arms[mode] = st
         log(
             f"  pilot {mode}: held-out loss {st['val_before']:.4f} → {st['val_after']:.4f} "
             f"in {st['cpu_s']:.0f} CPU s"
         )
         del trainer, model
-    pick = max(arms, key=lambda m: arms[m]["loss_drop_per_cpu_hour"])
-    return {"mode": pick, "picked_by": "held-out loss per CPU-hour", "arms": arms, "data": data}
+    # a mode whose checkpoint a commit cannot carry loses the run to a machine change (a run spans
+    # several machines): it is picked only when no mode's checkpoint fits
+    fits = [m for m in arms if arms[m].get("committable")] or list(arms)
+    pick = max(fits, key=lambda m: arms[m]["loss_drop_per_cpu_hour"])
+    return {
+        "mode": pick,
+        "picked_by": f"held-out loss per CPU-hour among the modes whose checkpoint fits {e.a.commit_mb} MB",
+        "arms": arms,
+        "data": data,
+    }
 
 
 def sft_mode(e: Exp) -> str:
@@ -832,6 +893,7 @@ def stage_sft(e: Exp) -> dict[str, Any]:
         f"{data['tokens']} tokens, {data['supervised_tokens']} supervised; "
         f"held-out loss on {len(val)} examples"
     )
+    e.unpack("sft")
     pilot = e.path("sft_pilot", mode)
     if not e.path("sft", "checkpoints").exists() and (pilot / "checkpoints" / "latest").exists():
         # the pilot's steps of the picked mode are this run's first steps (same data, order, seed
@@ -863,13 +925,16 @@ def stage_sft(e: Exp) -> dict[str, Any]:
             curve.add(step, trainer.evaluate(val) or float("nan"))
             log(f"  sft step {step}/{total}: held-out loss {curve.points[-1][1]:.4f}")
         e.progress.tick("sft", step, total, sft_loss=losses(), sft_val_loss=curve.points)
+        e.pack("sft", SFT_FILES)  # the trainer's newest checkpoint (step - 1 until it saves this one)
 
     with bar:
         last = trainer.train(examples, progress=progress)
+    e.pack("sft", SFT_FILES)
     final = trainer.export(e.path("sft", "final"))
     adapter = save_adapter(e, trainer.model, "sft") if mode == "lora" else None
     return {
         "mode": mode,
+        "lora": lora_config(e) if mode == "lora" else None,
         **data,
         "val_examples": len(val),
         "last": last,
@@ -878,6 +943,35 @@ def stage_sft(e: Exp) -> dict[str, Any]:
         "checkpoint": str(final),
         "adapter": adapter,
     }
+
+
+SFT_FILES = ("metrics.jsonl", "val.jsonl")
+
+
+def rebuild_sft_final(e: Exp) -> None:
+    """A fresh machine after a finished LoRA SFT: its merged checkpoint again, from the base model
+    and the committed final checkpoint's exact (float32) adapter weights."""
+    import torch
+
+    from coworkenv.models import load_causal_lm
+    from coworkenv.rl.common import build_policy, save_merged
+    from coworkenv.rl.config import ModelConfig
+
+    done = json.loads(e.path("sft.json").read_text())
+    pack = e.a.results / "checkpoints" / "sft"
+    if done.get("mode") != "lora" or not (pack / "portable.json").exists():
+        return
+    model, tok = load_causal_lm("smollm2")
+    policy, _ = build_policy(ModelConfig.model_validate({"lora": done["lora"]}), model=model, tokenizer=tok)
+    named = dict(policy.named_parameters())
+    with torch.no_grad():
+        for n, t in torch.load(pack / "trainable.pt", weights_only=False)["params"].items():
+            named[n].copy_(t)
+    save_merged(policy, tok, e.path("sft", "final"))
+    log(f"  sft: rebuilt its merged checkpoint from {pack}")
+
+
+REBUILD: dict[str, Callable[[Exp], None]] = {"sft": rebuild_sft_final}
 
 
 def save_adapter(e: Exp, model: Any, name: str) -> str | None:
@@ -985,6 +1079,17 @@ def grpo_run(  # noqa: PLR0917, PLR0915
         backend.set_weights(merged_state_dict(model), f"rl-{version}")
         pushed.append(f"rl-{version}")
 
+    committed = e.a.results / "checkpoints" / f"{name}-updates.json"
+    done_updates: dict[str, Any] = json.loads(committed.read_text()) if committed.exists() else {}
+    e.unpack(f"{name}/train")
+    for i_s, kept in done_updates.items():  # a fresh machine: the finished updates' records
+        d = e.path(name, f"step-{i_s}")
+        if not (d / "update.json").exists():
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "update.json").write_text(json.dumps(kept["update"], indent=1, default=str) + "\n")
+            (d / "saved").touch()
+            if kept.get("eval") is not None:
+                (d / "eval.json").write_text(json.dumps(kept["eval"], default=str) + "\n")
     trainer = RLTrainer(cfg, model=copy.deepcopy(backend.model), tokenizer=backend.tokenizer, on_weights=push)
     if trainer.version:  # resumed: serve the policy the checkpoint holds
         push(trainer.model, trainer.version)
@@ -1081,6 +1186,8 @@ def grpo_run(  # noqa: PLR0917, PLR0915
         if trainer.version and rec["policy_version"] == trainer.version and not (d / "saved").exists():
             trainer.save()
             (d / "saved").touch()
+            done_updates[str(i)] = {"update": rec, "eval": None}
+            commit_updates(e, name, done_updates)
         if rec not in out:
             out.append(rec)
             ds = rec["dynamic_sampling"]
@@ -1099,6 +1206,9 @@ def grpo_run(  # noqa: PLR0917, PLR0915
             ev = evaluate_backend(e, f"{name}/eval-{i + 1}", backend, only_a=e.a.grpo_eval_tasks)
             evals.append({"updates": i + 1, **ev["sets"]["A"]["headline"]})
             (d / "eval.json").write_text(json.dumps(evals[-1], default=str) + "\n")
+            if str(i) in done_updates:
+                done_updates[str(i)]["eval"] = evals[-1]
+                commit_updates(e, name, done_updates)
             e.progress.tick(e.progress.stage or name, **{f"{name}_evals": evals})
     bar.__exit__()
     after = merged_state_dict(trainer.model)
@@ -1120,6 +1230,17 @@ def grpo_run(  # noqa: PLR0917, PLR0915
         "delta_norm": delta_norm(before, after),
         "checkpoint": str(final),
     }
+
+
+def commit_updates(e: Exp, name: str, done: dict[str, Any]) -> None:
+    """After an update's checkpoint: the trainer's checkpoint and every finished update's record
+    (with its held-out eval) under ``--results/checkpoints/``, for a fresh machine to resume from."""
+    e.pack(f"{name}/train")
+    p = e.a.results / "checkpoints" / f"{name}-updates.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(done, indent=1, default=str) + "\n")
+    tmp.replace(p)
 
 
 def call_stats_many(dirs: Sequence[Path]) -> dict[str, Any]:
@@ -1761,7 +1882,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
         help="auto: the pilot picks by held-out loss removed per CPU-hour",
     )
     p.add_argument("--pilot-steps", type=int, default=8, help="optimizer steps per mode in the SFT pilot")
-    p.add_argument("--sft-lora-lr", type=float, default=2e-4)
+    p.add_argument("--sft-lora-lr", type=float, default=1e-3)
+    p.add_argument(
+        "--lora-r",
+        type=int,
+        default=8,
+        help="LoRA rank (SFT and GRPO): at 8 a checkpoint with its Adam state fits --commit-mb",
+    )
+    p.add_argument("--lora-alpha", type=int, default=16)
+    p.add_argument(
+        "--commit-mb",
+        type=float,
+        default=25.0,
+        help="largest checkpoint committed for a fresh machine (results/<run>/checkpoints/)",
+    )
     p.add_argument(
         "--sft-system",
         choices=("harness", "standard"),

@@ -210,3 +210,53 @@ def test_a_kill_resumes_the_stage_and_progress_sums_wall_time(exp: ModuleType, t
     assert e2.result("synth") is None
     assert e2.progress.state["stretches"] == 2
     assert e2.progress.state["stages"]["synth"]["done"] is True
+
+
+def test_a_fresh_machine_resumes_sft_from_the_committed_checkpoint(exp: ModuleType, tmp_path: Path) -> None:
+    """The cache is gone (another machine): the step's pack under --results comes back as the
+    trainer's checkpoint, and a finished LoRA SFT's merged model is rebuilt exactly from it."""
+    import json
+
+    import torch
+
+    from coworkenv.models import load_causal_lm
+    from coworkenv.rl.common import build_policy, latest_checkpoint, merged_state_dict, save_checkpoint
+    from coworkenv.rl.config import ModelConfig
+
+    results = tmp_path / "results"
+    args = ["--work", str(tmp_path / "a"), "--results", str(results), "--claw-eval", ""]
+    e = exp.Exp(exp.parse(args))
+    lora = exp.lora_config(e)
+    model, tok = load_causal_lm("smollm2")
+    policy, _ = build_policy(ModelConfig.model_validate({"lora": lora}), model=model, tokenizer=tok)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a trained adapter: B is no longer zero
+        for p in policy.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 1e-2)
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable)
+    for p in trainable:  # one step, so the checkpoint carries Adam's moments
+        p.grad = torch.randn_like(p)
+    opt.step()
+    save_checkpoint(e.path("sft"), 288, policy, opt, {})
+    e.path("sft", "metrics.jsonl").write_text('{"step": 288, "loss": 0.1}\n')
+    e.pack("sft", exp.SFT_FILES)
+    note = e.progress.state["stages"]["sft"]["committed_checkpoint"]
+    assert note["written"] is True
+    assert note["mb"] <= 25  # rank 8 with its Adam state (in bf16) fits a commit
+    assert note["moments"] == "bfloat16"
+    # another machine: only the committed files
+    e2 = exp.Exp(exp.parse(["--work", str(tmp_path / "b"), *args[2:]]))
+    e2.unpack("sft")
+    ck = latest_checkpoint(e2.path("sft"))
+    assert ck is not None
+    assert ck.name == "step-000288"
+    assert e2.path("sft", "metrics.jsonl").read_text().startswith('{"step": 288')
+    # and once SFT is done there, its merged checkpoint comes back from the pack
+    e2.path("sft.json").write_text(json.dumps({"mode": "lora", "lora": lora}))
+    assert e2.result("sft") is not None
+    rebuilt, _ = load_causal_lm(str(e2.path("sft", "final")))
+    want = merged_state_dict(policy)
+    got = rebuilt.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in want.items())
