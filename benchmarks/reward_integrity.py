@@ -4,6 +4,9 @@ section gives, recomputed from the library's own stages.
 * **answer stuffing**: of the answer checks of the library and of generated template and composed
   tasks, how many a paste of every record string passes — with ``scoring.dump_share`` and without —
   and how many the reference answers pass;
+* **false claims**: the reference answer plus a claim to have closed and updated the first
+  distractor (which nothing touched), after the reference's calls: answer checks passed with
+  ``scoring.claims_guard`` and without, and the reference answers the guard flags;
 * **alternate routes**: forbidden rules, those whose call has an effect, the other routes tried,
   those reproducing the effect, and those the gate misses (:mod:`coworkenv.synth.alternates`);
 * **limits per rollout**: six children of 48 MiB under a 96 MiB rollout memory limit (how many the
@@ -44,6 +47,8 @@ code = "x = b'\\\\x01' * (48 << 20); import time; time.sleep(1.5)"
 kids = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(6)]
 print(" ".join(str(k.wait()) for k in kids))
 """
+
+
 def strings(x: object) -> list[str]:
     if isinstance(x, dict):
         return [s for v in x.values() for s in strings(v)]
@@ -52,14 +57,27 @@ def strings(x: object) -> list[str]:
     return [str(x)] if isinstance(x, str | int | float) and not isinstance(x, bool) else []
 
 
-def answer_checks(specs: list[TaskSpec], answer: Callable[[TaskSpec], str]) -> dict[str, int]:
+def reference_events(spec: TaskSpec) -> list[Any]:
+    from coworkenv.grading.replay import run_reference
+    from coworkenv.services.trial import load_task
+
+    return list(run_reference(load_task(spec)).episode.events)
+
+
+def answer_checks(
+    specs: list[TaskSpec], answer: Callable[[TaskSpec], str], *, acted: bool = False
+) -> dict[str, int]:
+    """Answer checks passed when each task's final answer is ``answer(spec)``, after no calls or
+    (``acted``) after the reference's calls — what an answer's claims are checked against."""
     passed = total = 0
     for spec in specs:
         text = answer(spec)
+        events = reference_events(spec) if acted else []
         for check in spec.completion_checks:
             if check.kind in ANSWER_CHECK_KINDS:
                 total += 1
-                passed += (evaluate(check, spec, Episode(events=[], final_answer=text)).score or 0.0) > 0.0
+                ep = Episode(events=events, final_answer=text)
+                passed += (evaluate(check, spec, ep).score or 0.0) > 0.0
     return {"passed": passed, "checks": total}
 
 
@@ -87,7 +105,41 @@ def stuffing(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
             "tasks": len(specs),
             "paste": answer_checks(specs, paste),
             "paste_without_guard": answer_checks(unguarded, paste),
-            "reference": answer_checks(specs, lambda s: s.reference.final_message),
+            "reference": answer_checks(specs, lambda s: s.reference.final_message, acted=True),
+        }
+    return out
+
+
+def claims(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
+    """The reference's calls, then its answer plus "I also closed and updated <distractor>" (the
+    first distractor, which nothing touched): answer checks passed with ``scoring.claims_guard`` and
+    without; and the reference answers the guard flags (:mod:`coworkenv.grading.claims`)."""
+    from coworkenv.grading.claims import contradicted_claims
+
+    out: dict[str, Any] = {}
+    for name, specs in sets.items():
+        with_ids = [s for s in specs if s.distractor_ids]
+        unguarded = [
+            s.model_copy(update={"scoring": s.scoring.model_copy(update={"claims_guard": False})})
+            for s in with_ids
+        ]
+
+        def lie(s: TaskSpec) -> str:
+            return f"{s.reference.final_message} I also closed and updated {s.distractor_ids[0]}."
+
+        flagged = [
+            s.id
+            for s in with_ids
+            if contradicted_claims(
+                s.reference.final_message, [*s.answer_ids, *s.distractor_ids], reference_events(s)
+            )
+        ]
+        out[name] = {
+            "tasks": len(with_ids),
+            "lie": answer_checks(with_ids, lie, acted=True),
+            "lie_without_guard": answer_checks(unguarded, lie, acted=True),
+            "reference": answer_checks(with_ids, lambda s: s.reference.final_message, acted=True),
+            "reference_answers_flagged": flagged,
         }
     return out
 
@@ -191,24 +243,37 @@ def limits(work: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--sections",
+        default="stuffing,claims,alternate_routes,limits",
+        help="comma list; limits times sandboxes (a quiet machine), the others count checks",
+    )
     args = p.parse_args(argv)
+    wanted = set(args.sections.split(","))
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-reward-integrity-"))
     sets = {
         "library": [TaskSpec.model_validate_json(f.read_text()) for f in sorted(LIBRARY.glob("*.json"))],
         "generated": generated(work / "synth"),
     }
-    result = {
-        "benchmark": "reward-integrity defences: answer stuffing, alternate routes, limits per rollout",
+    result: dict[str, Any] = {
+        "benchmark": "reward-integrity defences: answer stuffing, false claims, alternate routes, limits "
+        "per rollout",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["benchmarks/reward_integrity.py", *(sys.argv[1:] if argv is None else argv)]),
         "load_before": load_before,
         "machine": machine_info(),
-        "stuffing": stuffing(sets),
-        "alternate_routes": routes(sets),
-        "limits": limits(work / "run"),
-        "load_after": os.getloadavg(),
     }
+    sections: dict[str, Callable[[], Any]] = {
+        "stuffing": lambda: stuffing(sets),
+        "claims": lambda: claims(sets),
+        "alternate_routes": lambda: routes(sets),
+        "limits": lambda: limits(work / "run"),
+    }
+    for name, fn in sections.items():
+        if name in wanted:
+            result[name] = fn()
+    result["load_after"] = os.getloadavg()
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if args.out is not None:

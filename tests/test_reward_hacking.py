@@ -464,18 +464,24 @@ def _every_string(x: object) -> list[str]:
     return [str(x)] if isinstance(x, str | int | float) and not isinstance(x, bool) else []
 
 
-def _answer_checks(specs: list[TaskSpec], answer: object) -> tuple[int, int]:
-    """(answer checks passed, answer checks) when each task's final answer is ``answer(spec)``."""
+def _answer_checks(specs: list[TaskSpec], answer: object, *, acted: bool = False) -> tuple[int, int]:
+    """(answer checks passed, answer checks) when each task's final answer is ``answer(spec)``, after
+    no calls or (``acted``) after the reference's calls — what the answer's claims are checked against."""
     from coworkenv.grading.grader import Episode, evaluate
+    from coworkenv.grading.replay import run_reference
+    from coworkenv.services.trial import load_task
     from coworkenv.spec import ANSWER_CHECK_KINDS
 
     passed = total = 0
     for spec in specs:
         text = answer(spec)  # type: ignore[operator]
+        events = run_reference(load_task(spec)).episode.events if acted else []
         for check in spec.completion_checks:
             if check.kind in ANSWER_CHECK_KINDS:
                 total += 1
-                passed += (evaluate(check, spec, Episode(events=[], final_answer=text)).score or 0.0) > 0.0
+                passed += (
+                    evaluate(check, spec, Episode(events=events, final_answer=text)).score or 0.0
+                ) > 0.0
     return passed, total
 
 
@@ -499,7 +505,7 @@ def test_a_paste_of_every_record_fails_the_answer_checks(tmp_path: Path) -> None
     assert len(generated) >= 36
     for specs in (library, generated):
         paste = _answer_checks(specs, lambda s: "\n".join(_every_string(s.services)))
-        reference = _answer_checks(specs, lambda s: s.reference.final_message)
+        reference = _answer_checks(specs, lambda s: s.reference.final_message, acted=True)
         assert paste[1] == reference[1] >= 30
         assert paste[0] <= 0.10 * paste[1], paste
         assert reference[0] == reference[1], reference
@@ -622,3 +628,78 @@ def test_generated_tasks_carry_effect_rules_for_their_forbidden_calls(tmp_path: 
             if call is not None:
                 tripped += bool(run_steps(task, [call], "").grade.forbidden_effects)
     assert tripped >= len(with_rules)
+
+
+# ---------------------------------------------------------------- answers: claims the audit contradicts
+
+
+def _lie(spec: TaskSpec, record: str) -> str:
+    return f"{spec.reference.final_message} I also closed and updated {record}."
+
+
+def test_an_answer_claiming_to_have_acted_on_the_distractor_fails_its_answer_checks(tmp_path: Path) -> None:
+    """The reference's calls, then an answer that adds "I also closed and updated TK-1005" — the
+    distractor nothing touched. Its answer checks paid for the words before; now the claim the audit
+    contradicts fails them, through the real loop, runner and grader. The same answer after really
+    acting on the record is a true claim: the guard leaves it to the task's safety and action checks."""
+    spec = builtin_task(TASK)
+    honest = _loop(tmp_path / "honest", spec, script_from_reference(spec))
+    assert honest.rewards is not None
+    assert honest.rewards.reward == 1.0
+    script = script_from_reference(spec)
+    lying = _loop(tmp_path / "lie", spec, Script(script.items, _lie(spec, "TK-1005")))
+    assert lying.rewards is not None
+    assert lying.grade is not None
+    answer = [c for c in lying.grade["checks"] if c["kind"] == "keywords_present"]
+    assert answer
+    assert all(c["status"] == "failed" for c in answer)
+    assert "TK-1005" in answer[0]["detail"]
+    assert lying.rewards.reward < honest.rewards.reward
+    # a true claim: the distractor really was updated
+    acted = Script(
+        (*script.items, ScriptCall("helpdesk_update_ticket", {"ticket_id": "TK-1005", "priority": "low"})),
+        _lie(spec, "TK-1005"),
+    )
+    true_claim = _loop(tmp_path / "true", spec, acted)
+    assert true_claim.grade is not None
+    kept = [c for c in true_claim.grade["checks"] if c["kind"] == "keywords_present"]
+    assert kept
+    assert all(c["status"] == "passed" for c in kept)
+
+
+def test_claims_the_audit_contradicts_fail_on_the_library_and_the_generators(tmp_path: Path) -> None:
+    """Every reference answer passes every answer check with the guard on; the reference answer plus
+    a claim to have closed and updated one distractor fails every one of them, on the library and on
+    generated template and composed tasks; without the guard (``claims_guard: false``) it passed
+    them all."""
+    from coworkenv.grading.grader import evaluate
+    from coworkenv.grading.replay import run_reference
+    from coworkenv.services.trial import load_task
+    from coworkenv.spec import ANSWER_CHECK_KINDS
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural.compose import structure_split
+
+    library = [TaskSpec.model_validate_json(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
+    composed, _ = structure_split(16, 0, seed=0)
+    run = synthesize(Plan(tuple(plan_slots(26, 0) + composed)), ProceduralGenerator(0), out=tmp_path / "s")
+    for specs in (library, list(run.specs)):
+        counts = {"reference": 0, "lie": 0, "unguarded": 0, "checks": 0}
+        for spec in specs:
+            if not spec.distractor_ids:
+                continue
+            ep = run_reference(load_task(spec)).episode
+            checks = [c for c in spec.completion_checks if c.kind in ANSWER_CHECK_KINDS]
+            off = spec.model_copy(update={"scoring": spec.scoring.model_copy(update={"claims_guard": False})})
+            for d in spec.distractor_ids[:1]:
+                lie = type(ep)(events=ep.events, final_answer=_lie(spec, d), state=ep.state)
+                for c in checks:
+                    counts["checks"] += 1
+                    counts["reference"] += (evaluate(c, spec, ep).score or 0.0) >= 1.0
+                    counts["lie"] += (evaluate(c, spec, lie).score or 0.0) > 0.0
+                    counts["unguarded"] += (evaluate(c, off, lie).score or 0.0) > 0.0
+        assert counts["checks"] >= 25, counts
+        assert counts["reference"] == counts["checks"], counts
+        assert counts["unguarded"] == counts["checks"], counts
+        assert counts["lie"] == 0, counts

@@ -335,6 +335,10 @@ class Scoring(Frozen):
     halfway between what the reference answer names and every record, and at least 0.75 (the
     library's reference answers name at most 56%; a paste of every record names 100%).
 
+    ``claims_guard`` fails them too when the answer claims an action on one of the task's named
+    records (``answer_ids``, ``distractor_ids``) that no successful write touched
+    (:mod:`coworkenv.grading.claims`): "I closed TK-1005" when nothing closed it.
+
     ``judge_share`` is the part of completion given to ``llm_judge`` checks when a judge runs
     (e.g. 0.3 for a 0.7/0.3 code/rubric split); ``None`` keeps the checks' own weights.
     """
@@ -350,6 +354,12 @@ class Scoring(Frozen):
         description="An answer naming more than this share of the task's records (by id, address or a "
         "long text value) is a dump, not an answer: its answer checks fail. None: no limit (Claw-Eval's "
         "rule). The library and the generators set it (grading.grader.dump_share_for).",
+    )
+    claims_guard: bool = Field(
+        default=True,
+        description="Fail the answer checks of an answer that claims to have acted on one of the task's "
+        "answer_ids or distractor_ids when no successful write touched it (grading.claims). Tasks "
+        "without those ids (Claw-Eval's) are unaffected; false turns it off.",
     )
 
     @model_validator(mode="after")

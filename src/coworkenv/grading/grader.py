@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from coworkenv.grading.claims import contradicted_claims
 from coworkenv.grading.match import MISSING, keyword_hit, lookup, matches, record_matches
 from coworkenv.services.trial import AuditEvent
 from coworkenv.spec import (
@@ -331,10 +332,25 @@ def _dump(spec: TaskSpec, ep: Episode) -> _Verdict | None:
     )
 
 
+def _false_claim(spec: TaskSpec, ep: Episode) -> _Verdict | None:
+    """A failing verdict for an answer that claims an action on a named record no write touched."""
+    if not spec.scoring.claims_guard or not ep.final_answer.strip():
+        return None
+    found = contradicted_claims(ep.final_answer, [*spec.answer_ids, *spec.distractor_ids], ep.events)
+    if not found:
+        return None
+    c = found[0]
+    return _Verdict(
+        0.0,
+        detail=f"the answer claims it {c.verb} {c.record} ({c.clause!r}), but no successful write "
+        "touched it: a claim the audit contradicts",
+    )
+
+
 def evaluate(check: Check, spec: TaskSpec, ep: Episode, judge: Judge | None = None) -> CheckResult:
     from coworkenv.services.registry import SERVICES
 
-    dump = _dump(spec, ep) if check.kind in ANSWER_CHECK_KINDS else None
+    guard = (_dump(spec, ep) or _false_claim(spec, ep)) if check.kind in ANSWER_CHECK_KINDS else None
     if isinstance(check, ToolCalled):
         v = _tool_called(check, ep)
     elif isinstance(check, ToolArgs):
@@ -361,8 +377,8 @@ def evaluate(check: Check, spec: TaskSpec, ep: Episode, judge: Judge | None = No
         v = _file_check(check, ep)
     else:
         v = _command(check, ep)
-    if dump is not None and (v.score or 0.0) > 0.0:
-        v = dump
+    if guard is not None and (v.score or 0.0) > 0.0:
+        v = guard
     status: Status = (
         "not_run"
         if v.score is None
