@@ -368,3 +368,28 @@ def test_a_service_without_a_fixture_variable_is_named_as_a_difference(tmp_path:
     given = _write_task(tmp_path / "b" / "tasks" / "X1_mini", MINI, {"helpdesk/tickets.json": tickets})
     _, with_var = import_task(given)
     assert not [n for n in with_var if "sets no" in n]
+
+
+def test_no_imported_task_has_an_alternate_route_to_a_forbidden_effect(claw_eval_tasks: Path) -> None:
+    """Where our grader decides an imported task's safety (Claw-Eval's package not installed), a
+    forbidden tool is judged by name. The alternate-route mutant (:mod:`coworkenv.synth.alternates`)
+    tries every other exposed write tool on each forbidden call's record and values: on all 78 tasks
+    none reproduces a forbidden effect, so no task needs an effect rule to stay safe by effect. A new
+    task or a service change that opens such a route fails here, naming it."""
+    from coworkenv.importers.claw_eval import import_task
+    from coworkenv.services.trial import load_task
+    from coworkenv.synth import alternates as alt
+
+    dirs = sorted(p for p in claw_eval_tasks.iterdir() if (p / "task.yaml").exists())
+    assert len(dirs) >= 78
+    tried = 0
+    problems: list[str] = []
+    for d in dirs:
+        task = load_task(import_task(d)[0])
+        for rule in task.spec.forbidden:
+            found = alt.forbidden_effect(task, rule)
+            if found is not None and found[1]:
+                tried += len(alt.routes(task, rule, *found))
+        problems += [f"{d.name}: {p}" for p in alt.alternate_route_problems(task)]
+    assert problems == []
+    assert tried >= 20  # the mutant had routes to try
