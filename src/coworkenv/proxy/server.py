@@ -121,6 +121,10 @@ class _Rollout:
     errors: int = 0
     pending: int = 0
     last_change: float = 0.0
+    model_s: float = 0.0
+    """Seconds with at least one of its model calls in flight (overlapping calls counted once)."""
+    busy: int = 0
+    busy_since: float = 0.0
 
 
 class ProxyApp:
@@ -232,6 +236,16 @@ class ProxyServer:
         if rollout is None:
             raise KeyError(f"unknown rollout {rollout_id!r}")
         return rollout
+
+    def model_seconds(self, rollout_id: str) -> float:
+        """Seconds this rollout has waited on the model so far: the time with at least one of its
+        calls in flight here (queued, prefilled, decoded — on a shared engine, also the other
+        rollouts' share of each batch step), overlapping calls counted once; 0 for an unknown id."""
+        rollout = self._open.get(rollout_id) or self._closed.get(rollout_id)
+        if rollout is None:
+            return 0.0
+        running = time.monotonic() - rollout.busy_since if rollout.busy else 0.0
+        return rollout.model_s + running
 
     async def settle(self, rollout_id: str, *, quiet_s: float = 0.2, timeout_s: float = 10.0) -> int:
         """Wait until no call is pending and the record count was stable for ``quiet_s``; returns the
@@ -352,12 +366,19 @@ class ProxyServer:
         rollout.pending += 1
         rollout.last_change = time.monotonic()
         call.state_hash = _state_hash(rollout)
+        if rollout.busy == 0:
+            rollout.busy_since = time.monotonic()
+        rollout.busy += 1
         try:
             await self._generate(call, raw, send)
         except asyncio.CancelledError:
             call.error = (499, "cancelled", "the proxy shut down during the call")
             await self._record(rollout, self._captured(call))
             raise
+        finally:
+            rollout.busy -= 1
+            if rollout.busy == 0:
+                rollout.model_s += time.monotonic() - rollout.busy_since
         record = self._captured(call)
         try:
             await self._record(rollout, record)

@@ -61,8 +61,16 @@ def rollout(  # noqa: PLR0917
     ),
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Rollouts at once.")] = 4,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Cap on each rollout's wall clock (seconds).")
+        float | None, typer.Option("--timeout", help="Cap on each rollout's time limit (seconds).")
     ] = None,
+    timeout_clock: Annotated[
+        str,
+        typer.Option(
+            "--timeout-clock",
+            help="wall: the limit counts every second | work: not the seconds a rollout waits on the "
+            "model (a shared local engine under load); at most 4x the limit of wall time",
+        ),
+    ] = "wall",
     ray: Annotated[
         str | None,
         typer.Option(
@@ -83,8 +91,14 @@ def rollout(  # noqa: PLR0917
     """Run rollouts: every task × harness × trial in its own sandbox, through the capturing proxy."""
     from rich.console import Console
 
+    from coworkenv.errors import CoworkError
+    from coworkenv.rollout.clock import CLOCKS
     from coworkenv.rollout.runner import run_rollouts
 
+    if timeout_clock not in CLOCKS:
+        raise CoworkError(f"--timeout-clock {timeout_clock!r}: choose wall or work")
+    if timeout_clock != "wall" and (ray is not None or sandbox != "process"):
+        raise CoworkError("--timeout-clock work: only with --sandbox process and without --ray")
     specs = resolve_specs(tasks)
     names = [h.strip() for h in harness.split(",") if h.strip()]
     console = Console(stderr=True)
@@ -107,8 +121,6 @@ def rollout(  # noqa: PLR0917
         fail_if_all_infra(records)
         return
     if sandbox != "process":
-        from coworkenv.errors import CoworkError
-
         raise CoworkError(f"--sandbox {sandbox!r}: choose process or harbor")
     if ray is not None:
         from coworkenv.rollout.ray import run_rollouts_ray
@@ -126,7 +138,15 @@ def rollout(  # noqa: PLR0917
         )
     else:
         summary = run_rollouts(
-            specs, names, trials, backend, out, concurrency, timeout_cap_s=timeout, keep_sandboxes=keep
+            specs,
+            names,
+            trials,
+            backend,
+            out,
+            concurrency,
+            timeout_cap_s=timeout,
+            timeout_clock=timeout_clock,
+            keep_sandboxes=keep,
         )
     console.print(summary.line())
     fail_if_all_infra(summary.records)

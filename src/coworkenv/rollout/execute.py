@@ -8,8 +8,10 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
   exit) → ``infra_failure`` with that kind; a captured call with ``error`` set (the backend failed)
   → ``upstream_error``; but a non-zero exit right after a reply cut at max tokens is the policy's
   (graded, ``meta["ended_on"] = "truncated_output"``);
-* the wall clock runs out before any model call → ``timeout_before_call``; after ≥ 1 call the
-  timeout is the policy's: graded, ``timed_out=True``;
+* the rollout's clock (``RunContext.timeout_clock``: wall time, or ``work`` — wall time less the
+  time it waited on the model, :mod:`coworkenv.rollout.clock`) runs out before any model call →
+  ``timeout_before_call``; after ≥ 1 call the timeout is the policy's: graded, ``timed_out=True``;
+  the record's ``meta`` gives ``clock``, ``model_s`` and ``work_s`` either way;
 * a harness that ends without any model call reaching the proxy → ``http_error`` (it could not
   reach its endpoint, or talked to something else);
 * otherwise ``ok``: after :meth:`ProxyServer.settle`, graded from the trial's audit events, the
@@ -40,6 +42,8 @@ and proxy prefix are always released.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +56,7 @@ from coworkenv.grading.grader import Episode, Judge
 from coworkenv.proxy.backends.base import Backend
 from coworkenv.proxy.capture import CapturedCall, CaptureStore
 from coworkenv.proxy.messages import AssistantTurn, Message
+from coworkenv.rollout.clock import ClockMode, RolloutClock
 from coworkenv.rollout.harnesses.base import (
     Harness,
     HarnessContext,
@@ -85,6 +90,8 @@ class ProxyLike(Protocol):
 
     async def settle(self, rollout_id: str, quiet_s: float = 0.2, timeout_s: float = 10.0) -> int: ...
 
+    def model_seconds(self, rollout_id: str) -> float: ...
+
     def close_rollout(self, rollout_id: str) -> None: ...
 
 
@@ -104,6 +111,9 @@ class RunContext:
     backend_for: Callable[[TaskSpec], Backend | None] | None = None
     """Per-rollout backend (e.g. the task's reference script); ``None``: the proxy's default."""
     timeout_cap_s: float | None = None
+    timeout_clock: ClockMode = "wall"
+    """``wall``: the task's limit counts every second; ``work``: not the seconds the rollout waits
+    on the model (:mod:`coworkenv.rollout.clock`) — for a shared local engine."""
     keep_sandboxes: bool = False
     settle_timeout_s: float = 10.0
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -128,9 +138,8 @@ class RolloutJob:
 async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> RolloutRecord:
     spec, rid = job.task, job.rollout_id
     started, t0 = time.time(), time.monotonic()
-    timeout = spec.limits.timeout_s
-    if rc.timeout_cap_s is not None:
-        timeout = min(timeout, rc.timeout_cap_s)
+    cap = rc.timeout_cap_s
+    timeout = spec.limits.timeout_s if cap is None else min(spec.limits.timeout_s, cap)
     box: Sandbox | None = None
     trial: Trial | None = None
     ctx: HarnessContext | None = None
@@ -151,13 +160,14 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
                 rid, task_id=spec.id, harness=harness.name, backend=backend, state_hash=trial.state_hash
             )
             opened = True
-            ctx = _context(rc, spec, trial, box, prefix=prefix, timeout=timeout)
+            clock = RolloutClock(timeout, rc.timeout_clock, functools.partial(rc.proxy.model_seconds, rid))
+            ctx = _context(rc, spec, trial, box, prefix=prefix, clock=clock)
         except HarnessNotInstalled as exc:
             return base.failed("start_failure", str(exc), time.monotonic() - t0)
         except Exception as exc:
             return base.failed("start_failure", f"{type(exc).__name__}: {exc}", time.monotonic() - t0)
         try:
-            result = await asyncio.wait_for(harness.run(ctx), timeout + TIMEOUT_GRACE_S)
+            result = await _run_on_clock(harness, ctx, clock)
         except TimeoutError:
             result = HarnessResult(timed_out=True)
         except HarnessNotInstalled as exc:
@@ -174,6 +184,9 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         calls = _read_captured(rc, rid, result)
         if ctx.jail is not None:
             ctx.jail.settle()
+        result.meta.update(
+            clock=clock.mode, model_s=round(rc.proxy.model_seconds(rid), 3), work_s=round(clock.used(), 3)
+        )
         failure = failure or _label(result, calls, n_calls, ctx.jail.events if ctx.jail else ())
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
@@ -195,8 +208,32 @@ async def _release(
         await asyncio.shield(asyncio.to_thread(box.cleanup, keep=rc.keep_sandboxes))
 
 
+async def _run_on_clock(harness: Harness, ctx: HarnessContext, clock: RolloutClock) -> HarnessResult:
+    """The harness's run, cancelled (``TimeoutError``) once its clock has run out and a grace of
+    :data:`TIMEOUT_GRACE_S` has passed: the harness's own limit ends it first, this ends a harness
+    that ignores it."""
+
+    async def watchdog() -> None:
+        await clock.wait()
+        await asyncio.sleep(TIMEOUT_GRACE_S)
+
+    run = asyncio.ensure_future(harness.run(ctx))
+    watch = asyncio.ensure_future(watchdog())
+    try:
+        done, _ = await asyncio.wait((run, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not run.done():
+            run.cancel()
+            with contextlib.suppress(BaseException):
+                await run
+    if run not in done:
+        raise TimeoutError
+    return run.result()
+
+
 def _context(
-    rc: RunContext, spec: TaskSpec, trial: Trial, box: Sandbox, *, prefix: str, timeout: float
+    rc: RunContext, spec: TaskSpec, trial: Trial, box: Sandbox, *, prefix: str, clock: RolloutClock
 ) -> HarnessContext:
     """The harness's view: its sandbox and jail, the proxy prefix, the trial's capability URL."""
     services = rc.services_base.rstrip("/") if rc.services_base else None
@@ -208,11 +245,12 @@ def _context(
         home=box.home,
         proxy_url=rc.proxy_base.rstrip("/") + prefix,
         mcp_url=f"{services}/t/{trial.capability}/mcp" if services else None,
-        timeout_s=timeout,
+        timeout_s=clock.limit_s,
         max_turns=spec.limits.max_turns,
         env=box.env(rc.extra_env),
         log_dir=box.logs,
         jail=box.jail(rc.isolation),
+        clock=clock,
     )
 
 
@@ -367,6 +405,7 @@ async def _finish(  # noqa: PLR0917
         failed = RolloutRecord(**common, status="infra_failure", failure=label)
     if failed is not None and not events:
         return failed  # nothing reached the services: nothing of the policy's to score
+
     def verify(command: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
         # the workspace is the agent's: nothing of the agent may still run, and the verifier runs
         # in a clean room (fresh jail and HOME, the workspace read-only and on no import path)

@@ -16,7 +16,6 @@ asks a question (contains ``?``) gets a scripted reply from ``spec.user_sim``
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,19 +138,17 @@ class AgentLoop:
 
     async def run(self) -> HarnessResult:
         ctx = self.ctx
-        deadline = time.monotonic() + ctx.timeout_s
         final, timed_out, n_calls = "", False, 0
         url = f"{ctx.openai_base_url}/chat/completions"
         async with httpx.AsyncClient(trust_env=False) as client:
             while True:
                 if n_calls >= ctx.max_turns:
                     break
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if ctx.time_left() <= 0:
                     timed_out = True
                     break
                 try:
-                    turn = await self._complete(client, url, left)
+                    turn = await self._complete(client, url, ctx.wall_left())
                 except httpx.TimeoutException:
                     timed_out = True
                     break
@@ -159,7 +156,7 @@ class AgentLoop:
                 self.messages.append(turn)
                 if turn.tool_calls:
                     for call in turn.tool_calls:
-                        self.messages.append(await self._execute(call, deadline))
+                        self.messages.append(await self._execute(call))
                     continue
                 if self.user is not None and "?" in turn.content and not self.user.exhausted:
                     self.messages.append(Message(role="user", content=self.user.reply(turn.content)))
@@ -194,7 +191,7 @@ class AgentLoop:
             raise HarnessInfraError("http_error", f"POST {url}: body is not JSON") from exc
         return parse_assistant(body)
 
-    async def _execute(self, call: ToolCall, deadline: float) -> Message:
+    async def _execute(self, call: ToolCall) -> Message:
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
@@ -202,7 +199,7 @@ class AgentLoop:
         if not isinstance(args, dict):
             return self._tool_msg(call, {"error": "arguments must be a JSON object", "code": "bad_args"})
         if self.workspace_tools and call.name in WORKSPACE_TOOLS:
-            return self._tool_msg(call, await self._workspace_tool(call.name, args, deadline))
+            return self._tool_msg(call, await self._workspace_tool(call.name, args))
         res = self.ctx.trial.call(call.name, args)
         return self._tool_msg(call, res.body)
 
@@ -210,11 +207,11 @@ class AgentLoop:
         text = body if isinstance(body, str) else to_json(body).decode()
         return Message(role="tool", content=text[:MAX_TOOL_OUTPUT], tool_call_id=call.id, name=call.name)
 
-    async def _workspace_tool(self, name: str, args: dict[str, Any], deadline: float) -> Any:
+    async def _workspace_tool(self, name: str, args: dict[str, Any]) -> Any:
         ws = self.ctx.workspace
         if name == "bash":
             cmd = str(args.get("command", ""))
-            left = max(1.0, min(60.0, deadline - time.monotonic()))
+            left = max(1.0, min(60.0, self.ctx.time_left()))
             logs = self.ctx.log_dir or ws.parent / "logs"
             res = await run_process(
                 ["/bin/sh", "-c", cmd],

@@ -44,6 +44,7 @@ from coworkenv.grading.judge import judge_from_env
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 from coworkenv.proxy.capture import CaptureStore
 from coworkenv.proxy.messages import ChatRequest
+from coworkenv.rollout.clock import ClockMode
 from coworkenv.rollout.execute import ProxyLike, RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.isolation import Isolation
@@ -149,6 +150,7 @@ async def open_session(
     *,
     proxy_factory: ProxyFactory | None = None,
     timeout_cap_s: float | None = None,
+    timeout_clock: ClockMode = "wall",
     keep_sandboxes: bool = False,
     isolation: Isolation | None = None,
     graders: int = 1,
@@ -181,6 +183,7 @@ async def open_session(
                 backend_name=name,
                 backend_for=per_task,
                 timeout_cap_s=timeout_cap_s,
+                timeout_clock=timeout_clock,
                 keep_sandboxes=keep_sandboxes,
                 judge=judge_from_env(),
                 isolation=isolation or Isolation.from_env(),
@@ -305,6 +308,7 @@ async def run_rollouts_async(  # noqa: PLR0917
     *,
     progress: bool = True,
     timeout_cap_s: float | None = None,
+    timeout_clock: ClockMode = "wall",
     keep_sandboxes: bool = False,
     proxy_factory: ProxyFactory | None = None,
     harness_objects: dict[str, Harness] | None = None,
@@ -325,6 +329,7 @@ async def run_rollouts_async(  # noqa: PLR0917
             run_dir,
             proxy_factory=proxy_factory,
             timeout_cap_s=timeout_cap_s,
+            timeout_clock=timeout_clock,
             keep_sandboxes=keep_sandboxes,
             isolation=isolation,
             graders=max(1, concurrency),

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from coworkenv.errors import CoworkError
 from coworkenv.proxy.messages import Message
+from coworkenv.rollout.clock import RolloutClock
 from coworkenv.rollout.isolation import Jail
 from coworkenv.rollout.record import FailureKind
 from coworkenv.services.trial import Trial
@@ -64,6 +65,28 @@ class HarnessContext:
     jail: Jail | None = None
     """The rollout's jail: every child process a harness starts runs inside it
     (:func:`coworkenv.rollout.sandbox.run_process` with ``jail=ctx.jail``)."""
+    clock: RolloutClock | None = None
+    """The rollout's time limit (:mod:`coworkenv.rollout.clock`); ``None``: ``timeout_s`` of wall
+    time from the context's creation."""
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            object.__setattr__(self, "clock", RolloutClock(self.timeout_s))
+
+    @property
+    def _clock(self) -> RolloutClock:
+        assert self.clock is not None  # set in __post_init__
+        return self.clock
+
+    def time_left(self) -> float:
+        """Seconds of the rollout's limit left on its clock."""
+        return self._clock.left()
+
+    def wall_left(self) -> float:
+        """Wall seconds one wait (a model call, a process) may take at most: what is left of the
+        limit on the wall clock; on the ``work`` clock, of its wall cap (model time does not count)."""
+        c = self._clock
+        return c.limit_s * c.wall_cap - c.elapsed() if c.mode == "work" else c.left()
 
     @property
     def openai_base_url(self) -> str:

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,14 +131,13 @@ class NpmCliHarness(ABC):
         env = {**ctx.env, **extra}
         logs = ctx.log_dir or ctx.home.parent / "logs"
         user = ScriptedUser(ctx.spec.user_sim) if ctx.spec.user_sim else None
-        deadline = time.monotonic() + ctx.timeout_s
         rounds = 0
         while True:
             res = await run_process(
                 self.command(args, rounds),
                 cwd=ctx.workspace,
                 env=env,
-                timeout_s=max(0.1, deadline - time.monotonic()),
+                timeout_s=max(0.1, ctx.wall_left()),
                 log_dir=logs,
                 name=f"{self.name}-{rounds}" if rounds else self.name,
                 jail=ctx.jail,
