@@ -67,8 +67,9 @@ def test_a_slow_engine_times_the_rollout_out_on_the_wall_clock_but_not_on_the_wo
     tmp_path: Path,
 ) -> None:
     """M1003's reference takes 6 model calls (5 tool calls, then the answer); at 0.6 s each they
-    alone are over the 2 s limit. On the wall clock the rollout is cut off and graded as the policy's timeout; on the work clock it
-    finishes with the reference's reward, and its record says how long it waited on the model."""
+    alone are over the 2 s limit. On the wall clock the rollout is cut off and graded as the
+    policy's timeout; on the work clock it finishes with the reference's reward, and its record
+    says how long it waited on the model."""
     spec = builtin_task("M1003_ticket_kb_resolution")
     assert len(spec.reference.steps) + 1 >= 4
     cut = _run(tmp_path, spec, "wall")
