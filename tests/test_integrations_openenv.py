@@ -74,3 +74,23 @@ def test_openenv_validate_passes_our_running_server(served: tuple[Services, str]
     report = json.loads(done.stdout)
     assert report["passed"], report
     assert report["summary"]["failed_criteria"] == []
+
+
+def test_openenv_validate_passes_the_deployment_dir() -> None:
+    """OpenEnv's local check (`openenv validate DIR`: openenv.yaml, pyproject, uv.lock, the server
+    entry point) on `deploy/openenv/`, as a Hugging Face Space deployment would be checked."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = Path(sys.executable).with_name("openenv")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [str(cli), "validate", str(root / "deploy" / "openenv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Ready for multi-mode deployment" in done.stdout
