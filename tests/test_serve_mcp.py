@@ -11,6 +11,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from coworkenv.serve.http import background_server, create_app
 from coworkenv.serve.mcp import build_server, call_result
@@ -125,7 +126,8 @@ async def test_stdio_server(tmp_path: Path) -> None:
             str(record),
         ],
     )
-    async with Client(params) as client:
+    # a transport (the stdio client's streams), which every mcp 2.x Client takes
+    async with Client(stdio_client(params)) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         assert names == list(TOOLS)  # helpdesk_close_ticket / create exist but are not exposed
 
