@@ -152,26 +152,43 @@ def save_checkpoint(
     import shutil
 
     root = out_dir / "checkpoints"
-    d = root / f"step-{step:06d}"
-    tmp = d.with_name(d.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)  # a torn write of an earlier, killed process
-    tmp.mkdir(parents=True)
+    tmp = checkpoint_draft(out_dir, step)
     torch.save(trainable_state(model, extra), tmp / "trainable.pt")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=2))
-    if d.exists():
-        shutil.rmtree(d)
-    tmp.replace(d)
-    marker = root / "latest.tmp"
-    marker.write_text(d.name)
-    marker.replace(root / "latest")
+    d = publish_checkpoint(tmp)
     if keep:
         done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp"))
         for old in done[:-keep]:
             if old != d:
                 shutil.rmtree(old, ignore_errors=True)
+    return d
+
+
+def checkpoint_draft(out_dir: Path, step: int) -> Path:
+    """An empty ``checkpoints/step-NNNNNN.tmp`` to write a checkpoint into (a torn draft of an
+    earlier, killed process is removed first); :func:`publish_checkpoint` makes it the newest."""
+    import shutil
+
+    tmp = out_dir / "checkpoints" / f"step-{step:06d}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def publish_checkpoint(tmp: Path) -> Path:
+    """Rename a complete draft to ``step-NNNNNN`` and point ``latest`` at it, each atomically."""
+    import shutil
+
+    d = tmp.with_name(tmp.name.removesuffix(".tmp"))
+    if d.exists():
+        shutil.rmtree(d)
+    tmp.replace(d)
+    marker = d.parent / "latest.tmp"
+    marker.write_text(d.name)
+    marker.replace(d.parent / "latest")
     return d
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from coworkenv.rl.common import latest_checkpoint
+from coworkenv.rl.common import checkpoint_draft, latest_checkpoint, publish_checkpoint
 
 __all__ = ["Packed", "pack", "unpack"]
 
@@ -108,23 +108,13 @@ def unpack(src: Path, out_dir: Path) -> int | None:
     have = latest_checkpoint(out_dir)
     if have is not None and int(json.loads((have / "state.json").read_text())["step"]) >= step:
         return None
-    root = out_dir / "checkpoints"
-    d = root / f"step-{step:06d}"
-    tmp = d.with_name(d.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    tmp = checkpoint_draft(out_dir, step)
     shutil.copy(src / "trainable.pt", tmp / "trainable.pt")
     opt = torch.load(src / "optimizer.pt", weights_only=False)
     torch.save(_cast_moments(opt, torch.float32), tmp / "optimizer.pt")
     shutil.copy(src / "rng.pt", tmp / "rng.pt")
     shutil.copy(src / "state.json", tmp / "state.json")
-    if d.exists():
-        shutil.rmtree(d)
-    tmp.replace(d)
-    marker = root / "latest.tmp"
-    marker.write_text(d.name)
-    marker.replace(root / "latest")
+    publish_checkpoint(tmp)
     for p in sorted((src / "files").glob("*")) if (src / "files").is_dir() else []:
         shutil.copy(p, out_dir / p.name)
     return step

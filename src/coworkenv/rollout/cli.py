@@ -122,32 +122,14 @@ def rollout(  # noqa: PLR0917
         return
     if sandbox != "process":
         raise CoworkError(f"--sandbox {sandbox!r}: choose process or harbor")
+    job = (specs, names, trials, backend, out, concurrency)
     if ray is not None:
         from coworkenv.rollout.ray import run_rollouts_ray
 
-        summary = run_rollouts_ray(
-            specs,
-            names,
-            trials,
-            backend,
-            out,
-            concurrency,
-            address=None if ray in ("", "local") else ray,
-            workers=workers,
-            timeout_cap_s=timeout,
-        )
+        address = None if ray in ("", "local") else ray
+        summary = run_rollouts_ray(*job, address=address, workers=workers, timeout_cap_s=timeout)
     else:
-        summary = run_rollouts(
-            specs,
-            names,
-            trials,
-            backend,
-            out,
-            concurrency,
-            timeout_cap_s=timeout,
-            timeout_clock=timeout_clock,
-            keep_sandboxes=keep,
-        )
+        summary = run_rollouts(*job, timeout_cap_s=timeout, timeout_clock=timeout_clock, keep_sandboxes=keep)
     console.print(summary.line())
     fail_if_all_infra(summary.records)
 
