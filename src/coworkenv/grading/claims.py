@@ -12,8 +12,8 @@ Contract:
   it names the id (case-insensitive, not inside a longer token), contains an action verb of
   :data:`ACTION_VERBS` as a word outside parentheses, not after an article or preposition (a
   status or an adjective: "JOB-506 (disabled)", "an approved ticket") and at most
-  :data:`WINDOW` words from the id (not one after "from", "per", "naming", "follows" …: a source or a mention, not
-  the record acted on), and carries no negation or non-action cue of :data:`NOT_DONE`
+  :data:`WINDOW` words from the id (not one after "from", "per", "naming", "follows" …: a source
+  or a mention, not the record acted on), and carries no negation or non-action cue of :data:`NOT_DONE`
   ("not", "left alone", "skipped", "out of scope", "would", "if" …): a clause that might describe
   something *not* done is never counted, so a claim is only what a reader takes as "I did X to R".
 * A claim is *contradicted* when no successful write call acted on the record: its id is none of
