@@ -1,7 +1,8 @@
 """One coworkenv trial driven one tool call at a time over the HTTP face, graded at the end.
 
 This is what every framework adapter (:mod:`coworkenv.integrations.openenv`, ``.trl``,
-``.inspect``, ``.skyrl``) stands on, so all of them pay the same reward for the same actions.
+``.inspect``, ``.skyrl``, ``.verifiers_env``) stands on, so all of them pay the same reward for the
+same actions.
 
 Contract:
 
