@@ -28,6 +28,26 @@ if not (BIN / "vf-eval").is_file():
     pytest.skip(f"no verifiers venv at {VENV}: bash scripts/install_verifiers.sh", allow_module_level=True)
 
 
+def vf_args(tasks: list[str], records: Path, base_url: str, out: Path) -> list[str]:
+    """vf-eval's arguments: our taskset on ``tasks``, its records to ``records``, the proxy as model."""
+    return [
+        "coworkenv-verifiers",
+        "--env.taskset.tasks",
+        json.dumps(tasks),
+        "--env.taskset.records",
+        str(records),
+        "-m",
+        "policy",
+        "--client.base-url",
+        base_url,
+        "--client.api-key-var",
+        "COWORKENV_API_KEY",
+        "--no-push",
+        "-o",
+        str(out),
+    ]
+
+
 @pytest.mark.parametrize("policy", ["reference", "nothing", "unsafe"])
 def test_vf_eval_scores_each_policy_as_our_grader_does(tmp_path: Path, policy: str) -> None:
     chosen = {s.id: policies(load_task(s))[policy] for s in specs()}
@@ -43,23 +63,7 @@ def test_vf_eval_scores_each_policy_as_our_grader_does(tmp_path: Path, policy: s
     records = tmp_path / "rollouts.jsonl"
     with background_server(server.app) as url:
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "COWORKENV_API_KEY": "unused"}
-        cmd = [
-            str(BIN / "vf-eval"),
-            "coworkenv-verifiers",
-            "--env.taskset.tasks",
-            json.dumps(list(TASKS)),
-            "--env.taskset.records",
-            str(records),
-            "-m",
-            "policy",
-            "--client.base-url",
-            f"{url}{prefix}/v1",
-            "--client.api-key-var",
-            "COWORKENV_API_KEY",
-            "--no-push",
-            "-o",
-            str(tmp_path / "vf"),
-        ]
+        cmd = [str(BIN / "vf-eval"), *vf_args(list(TASKS), records, f"{url}{prefix}/v1", tmp_path / "vf")]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     server.shutdown()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -119,27 +123,8 @@ def test_an_unscored_rollout_is_an_errored_episode_never_a_zero(tmp_path: Path) 
     records = tmp_path / "rollouts.jsonl"
     with background_server(server.app) as url:
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "COWORKENV_API_KEY": "unused"}
-        cmd = [
-            str(BIN / "python"),
-            "-c",
-            UNSCORED,
-            "coworkenv-verifiers",
-            "--env.taskset.tasks",
-            json.dumps([TASKS[0]]),
-            "--env.taskset.records",
-            str(records),
-            "--env.retries.max-retries",
-            "0",
-            "-m",
-            "policy",
-            "--client.base-url",
-            f"{url}{prefix}/v1",
-            "--client.api-key-var",
-            "COWORKENV_API_KEY",
-            "--no-push",
-            "-o",
-            str(tmp_path / "vf"),
-        ]
+        args = vf_args([TASKS[0]], records, f"{url}{prefix}/v1", tmp_path / "vf")
+        cmd = [str(BIN / "python"), "-c", UNSCORED, *args, "--env.retries.max-retries", "0"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     server.shutdown()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
