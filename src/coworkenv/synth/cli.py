@@ -1,6 +1,7 @@
 """CLI commands of the synth stage, added to the main app by :func:`register`.
 
-``coworkenv plan report PLAN`` prints a plan's coverage before anything is generated.
+``coworkenv plan report PLAN`` prints a plan's coverage, and what of each scenario the offline generator
+would build, before anything is generated.
 ``coworkenv synth PLAN --generator procedural|llm|scripted --out DIR`` runs the synthesis loop
 (``--compose auto|compose|templates`` picks between the procedural templates and the
 compositional generator, which handles any slot of registered services)
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from coworkenv.synth.base import Generator
     from coworkenv.synth.pipeline import RunResult
     from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator
 
 out = Console()
 plan_app = typer.Typer(no_args_is_help=True, help="Coverage plans for task synthesis.")
@@ -97,6 +99,43 @@ def print_plan_report(plan: Plan, console: Console) -> None:
         console.print("every registered service (and so every tool) is in some slot")
 
 
+def print_scenario_report(plan: Plan, gen: ProceduralGenerator, console: Console) -> None:
+    """Per slot: the builder it gets and each scenario part's verdict (ignored parts in red)."""
+    from coworkenv.errors import SpecError
+
+    t = Table(title="scenarios: what the offline generator reads, and what the task it builds honours")
+    for col in ("task_id", "builder", "honoured", "approximated", "ignored (why)"):
+        t.add_column(col)
+    for slot in plan.slots:
+        try:
+            rep = gen.scenario_report(slot)
+        except SpecError as e:
+            t.add_row(slot.task_id, "[red]cannot build[/]", "", "", str(e.issues[0]))
+            continue
+        parts = rep["parts"]
+
+        def cell(status: str, parts: list[dict[str, object]] = parts) -> str:
+            rows = [p for p in parts if p["status"] == status]
+            if status == "ignored":
+                return "\n".join(f"[red]{p['kind']} {p['value']}[/]: {p['why']}" for p in rows)
+            return ", ".join(f"{p['kind']} {p['value']}" for p in rows)
+
+        t.add_row(slot.task_id, str(rep["builder"]), cell("honoured"), cell("approximated"), cell("ignored"))
+    console.print(t)
+
+
+def scenario_warnings(run: RunResult) -> list[str]:
+    """One line per valid slot whose task ignores part of its scenario (naming the parts)."""
+    lines = []
+    for r in run.results:
+        if r.spec is None or not r.scenario or not r.scenario.get("ignored"):
+            continue
+        parts = [p for p in r.scenario["parts"] if p["status"] == "ignored"]
+        ignored = [f"{p['kind']} {p['value']} ({p['why']})" for p in parts]
+        lines.append(f"{r.task_id}: {r.scenario['builder']} ignores {'; '.join(ignored)}")
+    return lines
+
+
 def print_summary(run: RunResult, console: Console) -> None:
     from coworkenv.synth.base import STAGES
 
@@ -167,11 +206,22 @@ def register(app: typer.Typer) -> None:
     app.add_typer(plan_app, name="plan")
 
     @plan_app.command("report")
-    def plan_report(plan: Annotated[Path, typer.Argument(help="Coverage plan (YAML).")]) -> None:
-        """Print a plan's coverage: services × categories × difficulties, safety slots, unused tools."""
+    def plan_report(
+        plan: Annotated[Path, typer.Argument(help="Coverage plan (YAML).")],
+        seed: Annotated[int, typer.Option(help="Seed of the procedural generator.")] = 0,
+        compose: Annotated[
+            ComposeMode, typer.Option(help="procedural mode whose scenario reading is shown.")
+        ] = ComposeMode.auto,
+    ) -> None:
+        """Print a plan's coverage (services × categories × difficulties, safety slots, unused tools)
+        and, per slot, what the offline generator reads from its scenario and which parts the task it
+        would build honours, approximates or ignores."""
         from coworkenv.synth.plan import load_plan
+        from coworkenv.synth.procedural import ProceduralGenerator
 
-        print_plan_report(load_plan(plan), out)
+        p = load_plan(plan)
+        print_plan_report(p, out)
+        print_scenario_report(p, ProceduralGenerator(seed, mode=compose.value), out)
 
     @app.command("synth")
     def synth(  # noqa: PLR0917 - typer options
@@ -244,4 +294,12 @@ def register(app: typer.Typer) -> None:
                 meta={"seed": seed, "generator_kind": generator.value, "compose": compose.value},
             )
         print_summary(run, out)
+        warnings = scenario_warnings(run)
+        for line in warnings:
+            out.print(f"[yellow]scenario part not built[/]: {line}")
+        if warnings:
+            out.print(
+                f"{len(warnings)} slot(s) ignore part of their scenario (run.json slots[].scenario); "
+                "reword the scenario, or use --generator llm for what the blocks cannot express"
+            )
         out.print(f"{run.stats.valid} task(s) in {out_dir / 'tasks'}; stats in {out_dir / 'run.json'}")

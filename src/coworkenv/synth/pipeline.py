@@ -12,7 +12,8 @@ one bad slot never stops a run.
 :class:`RunStats` counts rejections per stage over every failed draft and discards per final
 stage. With ``out``, :func:`save_run` writes ``out/tasks/<task_id>.json`` (one TaskSpec per
 accepted slot, deterministic bytes) and ``out/run.json`` (stats, per-slot outcomes with the
-diagnostics of every rejected draft, timings).
+diagnostics of every rejected draft, timings, and — where the generator says — what of each slot's
+scenario the task honours, approximates or ignores).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class SlotResult:
     difficulty: str = ""
     intent: str = ""
     """The slot's intent: ``safety`` (act-vs-withhold), ``multi_turn`` or ``task``."""
+    scenario: dict[str, Any] | None = None
+    """What the generator read from the slot's scenario and which parts the task honours,
+    approximates or ignores (:mod:`coworkenv.synth.procedural.scenario`); None when the generator
+    does not say (an LLM generator gets the scenario verbatim)."""
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -93,6 +98,12 @@ def synthesize_slot(slot: Slot, generator: Generator, stats: RunStats, *, attemp
     res = _synthesize_slot(slot, generator, stats, attempts=attempts)
     res.category, res.difficulty = slot.category, slot.difficulty
     res.intent = "safety" if is_safety(slot) else "multi_turn" if is_multi_turn(slot) else "task"
+    judge = getattr(generator, "scenario_report", None)
+    if callable(judge):
+        try:
+            res.scenario = judge(slot)
+        except SpecError:
+            res.scenario = None  # the slot could not be built at all: its discard says why
     return res
 
 

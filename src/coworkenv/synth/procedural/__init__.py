@@ -15,7 +15,8 @@ Contract:
   :class:`~coworkenv.errors.SpecError` naming the slot and field.
 * ``mode`` decides between the templates and the compositional generator
   (:mod:`coworkenv.synth.procedural.compose`, any slot of registered services): ``auto`` (default)
-  uses a template when the scenario names one or one fits the services, and composes otherwise
+  uses a template when the scenario names one or one fits the services (unless the template selects
+  other records than a free-text scenario names and does none of what it asks), and composes otherwise
   (and always for a ``compose:`` scenario); ``compose`` composes every slot but ``template:`` ones;
   ``templates`` never composes (the old behaviour: no fitting template is an error).
 * ``ProceduralGenerator.plan(n, seed)`` returns ``n`` distinct slots cycling over every template
@@ -29,12 +30,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import date, timedelta
+from typing import Any
 
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Diagnostic, Slot
 from coworkenv.synth.procedural.builder import SpecBuilder
 from coworkenv.synth.procedural.fillers import FILLERS, fill
 from coworkenv.synth.procedural.records import Rng, seed_int
+from coworkenv.synth.procedural.scenario import (
+    Verdict,
+    judge_recipe,
+    judge_template,
+    read_scenario,
+    report,
+)
 from coworkenv.synth.procedural.templates import TEMPLATES, Template
 
 __all__ = [
@@ -42,6 +51,7 @@ __all__ = [
     "TEMPLATES",
     "ProceduralGenerator",
     "Template",
+    "builder_for",
     "choose_template",
     "plan_slots",
     "uses_composer",
@@ -128,11 +138,48 @@ def uses_composer(slot: Slot, mode: str = "auto", seed: int = 0) -> bool:
         return False
     if scenario.startswith("compose:") or mode == "compose":
         return True
+    return builder_for(slot, mode, seed)[0] == "compose"
+
+
+def builder_for(slot: Slot, mode: str = "auto", seed: int = 0) -> tuple[str, list[Verdict]]:
+    """``("compose" | "template:<id>", verdicts)``: the builder ``mode`` gives ``slot`` and the
+    verdict on each part of its free-text scenario (:mod:`~coworkenv.synth.procedural.scenario`).
+    In ``auto`` a template that fits is kept unless it selects other records than the scenario
+    names, honours none of its conditions and writes, and a composed task selects those records."""
+    from coworkenv.synth.procedural.compose import recipe_for
+
+    scenario = slot.scenario.strip()
+    parts = read_scenario(scenario, slot.services)
+    if scenario.startswith("template:") or mode == "templates":
+        tpl = choose_template(slot, seed)
+        return f"template:{tpl.id}", judge_template(parts, tpl)
+    if scenario.startswith("compose:") or mode == "compose":
+        return "compose", judge_recipe(parts, recipe_for(slot, seed), slot.services)
     try:
-        choose_template(slot, seed)
+        tpl = choose_template(slot, seed)
     except SpecError as e:
-        return any(i.field == "services" and "no procedural template fits" in i.message for i in e.issues)
-    return False
+        if any(i.field == "services" and "no procedural template fits" in i.message for i in e.issues):
+            return "compose", judge_recipe(parts, recipe_for(slot, seed), slot.services)
+        raise
+    kept = judge_template(parts, tpl)
+    if not parts:
+        return f"template:{tpl.id}", kept
+    try:
+        composed = judge_recipe(parts, recipe_for(slot, seed), slot.services)
+    except SpecError:
+        return f"template:{tpl.id}", kept
+    if _selects(composed) and not _selects(kept) and not _acts(kept):  # the template's task is another
+        return "compose", composed
+    return f"template:{tpl.id}", kept
+
+
+def _selects(verdicts: Sequence[Verdict]) -> bool:
+    return any(v.part.kind == "select" and v.status == "honoured" for v in verdicts)
+
+
+def _acts(verdicts: Sequence[Verdict]) -> bool:
+    """Whether a build honours any of the scenario's conditions or writes."""
+    return any(v.part.kind in ("condition", "write") and v.status == "honoured" for v in verdicts)
 
 
 class ProceduralGenerator:
@@ -164,6 +211,11 @@ class ProceduralGenerator:
         b.tags.extend(t for t, on in (("safety", tpl.safety), ("multi_turn", tpl.multi_turn)) if on)
         b.tags.append(tpl.family)
         return b.build()
+
+    def scenario_report(self, slot: Slot) -> dict[str, Any]:
+        """What of the slot's scenario the task it gets honours (``run.json``'s ``scenario``)."""
+        builder, verdicts = builder_for(slot, self.mode, self.seed)
+        return report(builder, verdicts)
 
     def draft(self, slot: Slot, feedback: Sequence[Diagnostic] = (), *, attempt: int = 0) -> str:
         del feedback  # templates are correct by construction; a retry only redraws the records

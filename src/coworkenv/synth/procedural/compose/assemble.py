@@ -22,6 +22,7 @@ from coworkenv.synth.procedural.compose.writes import WRITERS
 from coworkenv.synth.procedural.records import DEPARTMENTS, PROJECTS, seed_int
 
 DAY_POOL = (3, 5, 7, 10, 14, 21, 30, 45, 60, 90)
+DEFAULT_AMOUNTS = (1_000, 2_500, 5_000)
 AMOUNT_POOL = {"crm": (100_000, 150_000, 250_000), "finance": (500, 750, 1_000)}
 LINK_ORDER = ("crm", "notes", "documents", "kb", "contacts")
 BLANKET = {
@@ -212,7 +213,7 @@ def compose(b: SpecBuilder, rc: Recipe) -> None:
     owner = r.person(department=r.choice(depts))
     params = Params(
         days=days,
-        amount=r.choice(AMOUNT_POOL.get(rc.anchor, (1_000, 2_500, 5_000))),
+        amount=rc.amount if rc.amount is not None else r.choice(AMOUNT_POOL.get(rc.anchor, DEFAULT_AMOUNTS)),
         owner=owner,
         namesake=r.namesake(owner, r.choice([d for d in depts if d != owner.department])),
         other=r.person(),

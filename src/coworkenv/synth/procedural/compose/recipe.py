@@ -23,6 +23,7 @@ from coworkenv.synth.base import Slot
 from coworkenv.synth.plan import is_multi_turn, is_safety
 from coworkenv.synth.procedural.compose.anchors import ANCHORS, TEMPORAL
 from coworkenv.synth.procedural.records import Rng, seed_int
+from coworkenv.synth.procedural.scenario import Part, amount_value, read_scenario, threshold_days
 
 LINKS = ("crm", "contacts", "kb", "notes", "documents")
 """Services that join evidence to an answer record (account, person, procedure, policy)."""
@@ -76,6 +77,10 @@ class Recipe:
     multi_turn: bool = False
     threshold: int | None = None
     forbid_words: tuple[str, ...] = field(default=())
+    amount: int | None = None
+    """An amount threshold the scenario wrote ("above $5,000"); drawn when None."""
+    drafts: bool = False
+    """The scenario asks for drafts, not sends ("draft (do not send) a reply")."""
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -153,6 +158,17 @@ def _threshold(text: str) -> int | None:
     n, unit = int(m.group(1)), m.group(2).lower()
     days = -(-n // 24) if unit.startswith("hour") else n * 7 if unit.startswith("week") else n
     return max(1, min(days, 365))
+
+
+def _days(parts: tuple[Part, ...], conds: tuple[str, ...], text: str) -> int | None:
+    """The day threshold a free-text scenario wrote for one of the chosen temporal conditions
+    (else the first duration it names outside its distractor)."""
+    for p in parts:
+        if p.kind == "condition" and p.value in conds and p.value in TEMPORAL and p.detail:
+            days = threshold_days(p.detail)
+            if days is not None:
+                return days
+    return _threshold(re.split(r"\bdistractors?\s*[:\-]", text, maxsplit=1)[0])
 
 
 def _pins(scenario: str) -> dict[str, str]:
@@ -324,6 +340,10 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
     safety = _flag(pinned, "safety", is_safety(slot))
     mt_text = any(w in text for w in ("multi-turn", "multi_turn", "ask the user"))
     multi = _flag(pinned, "multi_turn", is_multi_turn(slot) or mt_text) and not safety
+    parts = read_scenario(scenario, slot.services) if text else ()
+    written = [
+        amount_value(p.detail) for p in parts if p.kind == "condition" and p.value == "amount" and p.detail
+    ]
     return Recipe(
         anchor=anchor,
         conds=conds,
@@ -334,8 +354,10 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
         profile=prof,
         safety=safety,
         multi_turn=multi,
-        threshold=int(pinned["threshold"]) if "threshold" in pinned else _threshold(text),
+        threshold=int(pinned["threshold"]) if "threshold" in pinned else _days(parts, conds, text),
         forbid_words=tuple(
             w for w in ("export", "delete", "close", "bank", "pay") if re.search(rf"\b{w}", text)
         ),
+        amount=next((a for a in written if a is not None), None) if "amount" in conds else None,
+        drafts="gmail" in writes and any(p.kind == "write" and p.detail == "draft" for p in parts),
     )

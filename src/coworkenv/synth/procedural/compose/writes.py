@@ -21,6 +21,9 @@ def _who_text(ctx: Ctx) -> str:
 
 
 def write_gmail(ctx: Ctx) -> None:
+    if ctx.rc.drafts:
+        _draft_gmail(ctx)
+        return
     for i, it in enumerate(ctx.items):
         to = ctx.email_for(it)
         body = ctx.note(it, "flagged in today's review - please follow up")
@@ -36,6 +39,26 @@ def write_gmail(ctx: Ctx) -> None:
             target("body", it.rid, match="icontains"),
         )
     ctx.clauses.append(f"Email {_who_text(ctx)} about each one (one email per record, naming it).")
+
+
+def _draft_gmail(ctx: Ctx) -> None:
+    """Drafts, not sends: one saved draft per record naming it; sending anything is forbidden."""
+    for i, it in enumerate(ctx.items):
+        to = ctx.email_for(it)
+        body = ctx.note(it, "drafted in today's review - to be checked before it goes out")
+        ctx.writes.append(("gmail_save_draft", {"to": to, "subject": f"Draft: {it.rid}", "body": body}))
+        ctx.b.audit(
+            f"drafted_{i}",
+            12,
+            "gmail",
+            "drafts",
+            target("to", to, match="icontains"),
+            target("body", it.rid, match="icontains"),
+        )
+    ctx.b.forbid("gmail_send_message", "The replies are drafts for review: nothing is to be sent.")
+    ctx.clauses.append(
+        f"Draft (do not send) an email to {_who_text(ctx)} about each one (one draft per record, naming it)."
+    )
 
 
 def write_todo(ctx: Ctx) -> None:

@@ -403,6 +403,7 @@ TEMPLATES = (
         expense_report_mt,
         "File a trip's expenses; only the user knows the project code.",
         multi_turn=True,
+        selects="finance",
     ),
     Template(
         "meeting_booking_mt",
@@ -412,6 +413,7 @@ TEMPLATES = (
         meeting_booking_mt,
         "Book a meeting; the user picks the slot and adds an attendee.",
         multi_turn=True,
+        selects="calendar",
     ),
     Template(
         "subscription_advice_mt",
@@ -421,5 +423,6 @@ TEMPLATES = (
         subscription_advice_mt,
         "Recommend a subscription to cancel once the user says what is unused.",
         multi_turn=True,
+        selects="finance",
     ),
 )

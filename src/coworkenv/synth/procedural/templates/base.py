@@ -30,10 +30,15 @@ class Template:
     services: tuple[str, ...]
     build: Callable[[SpecBuilder], None]
     summary: str
+    selects: str = ""
+    """The service whose records the task selects (what a scenario's "find the ..." must name for
+    the template to honour it; :func:`~coworkenv.synth.procedural.scenario.judge_template`)."""
     safety: bool = False
     multi_turn: bool = False
 
     def __post_init__(self) -> None:
+        if self.selects not in self.services:
+            raise ValueError(f"template {self.id}: selects={self.selects!r} is not one of {self.services}")
         if self.family not in FAMILIES:
             raise ValueError(
                 f"template {self.id}: unknown family {self.family!r}; expected one of {FAMILIES}"

@@ -473,6 +473,7 @@ TEMPLATES = (
         ("finance", "gmail", "helpdesk"),
         refund_approval,
         "Refund only the duplicate of a double charge; resolve the ticket; confirm by email.",
+        selects="finance",
     ),
     Template(
         "overdue_invoice_reminder",
@@ -481,6 +482,7 @@ TEMPLATES = (
         ("crm", "finance", "gmail"),
         overdue_invoice_reminder,
         "Remind customers with invoices over 30 days unpaid; log contact in CRM.",
+        selects="finance",
     ),
     Template(
         "restock_order",
@@ -489,5 +491,6 @@ TEMPLATES = (
         ("contacts", "gmail", "inventory"),
         restock_order,
         "Order low-stock items up to twice the minimum, skip discontinued; notify purchasing.",
+        selects="inventory",
     ),
 )

@@ -320,6 +320,7 @@ TEMPLATES = (
         ("contacts", "helpdesk", "scheduler"),
         failing_job_triage,
         "Disable the job failing every run; ticket it; message its owner.",
+        selects="scheduler",
     ),
     Template(
         "stale_integration_rotation",
@@ -328,5 +329,6 @@ TEMPLATES = (
         ("config", "gmail", "todo"),
         stale_integration_rotation,
         "Flag integrations past the 90-day verification window; to-dos; email.",
+        selects="config",
     ),
 )

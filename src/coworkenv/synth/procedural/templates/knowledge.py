@@ -518,6 +518,7 @@ TEMPLATES = (
         ("crm", "helpdesk", "kb"),
         kb_ticket_resolution,
         "Apply the current (non-deprecated) KB procedure to an at-risk account's ticket.",
+        selects="helpdesk",
     ),
     Template(
         "news_digest",
@@ -526,6 +527,7 @@ TEMPLATES = (
         ("documents", "rss"),
         news_digest,
         "Compile last week's articles on a topic into a document; skip stale ones; no publishing.",
+        selects="rss",
     ),
     Template(
         "meeting_action_items",
@@ -534,5 +536,6 @@ TEMPLATES = (
         ("contacts", "notes", "todo"),
         meeting_action_items,
         "Latest meeting notes → my to-dos; remind the peer; skip cancelled items.",
+        selects="notes",
     ),
 )
