@@ -230,3 +230,19 @@ def test_synth_and_plan_report_say_which_parts_are_not_built(tmp_path: Path) -> 
     text = console.export_text()
     assert "absence: no building block selects by a person's absence" in text
     assert any("leave_reassign" in line and "compose" in line for line in text.splitlines())
+
+
+def test_tag_them_builds_a_tag_on_each_selected_ticket_and_a_check_for_it() -> None:
+    svcs, text = ISSUE["needs_kb"]
+    slot = _slot("needs_kb", svcs, text, difficulty="medium")
+    spec = _spec(slot)
+    updates = [c for c in _calls(spec) if c.tool == "helpdesk_update_ticket"]
+    assert updates
+    assert all("needs-kb" in c.args["tags"] for c in updates)
+    pinned = [c for c in spec.completion_checks if any(t.field == "tags" for t in getattr(c, "targets", ()))]
+    assert len(pinned) == len(updates)  # a tag left off fails its record's check
+    rep = ProceduralGenerator(0).scenario_report(slot)
+    by = {(p["kind"], p["value"]): (p["status"], p["detail"]) for p in rep["parts"]}
+    assert by[("write", "tag")] == ("honoured", "needs-kb")
+    assert ("write", "create") not in by  # "open tickets" selects; it opens none
+    assert by[("condition", "no_match")][0] == "ignored"

@@ -129,7 +129,11 @@ WRITE_VERBS: tuple[tuple[str, str, str], ...] = (
         "send",
     ),
     (r"\btodos?\b|\bto-dos?\b|\bfollow-up (?:task|to-?do)\b", "todo", "create"),
-    (r"\bopen (?:a )?(?:new )?tickets?\b|\bfile (?:a )?ticket\b|\bticket it\b", "helpdesk", "create"),
+    (
+        r"\bopen (?:a |new |a new )tickets?\b|\b(?:file|create|raise) (?:a )?tickets?\b|\bticket it\b",
+        "helpdesk",
+        "create",
+    ),
     (r"\breassign\w*|\bassign (?:it|them|each)\b", "@anchor", "reassign"),
     (r"\btag(?:s|ged)?\b|\blabel\w*|\bmark (?:it|them|each) as\b", "@anchor", "tag"),
     (r"\bclose\b|\bresolve\b", "@anchor", "close"),
@@ -233,6 +237,20 @@ def _amount_text(text: str) -> str:
     return f"USD {value:,.0f}"
 
 
+TAG_VALUE = re.compile(
+    r"\s*(?:them|it|each(?: one)?|the \w+)?\s*(?:as|with)?\s*[\"'“‘`]?([a-z][a-z0-9_-]{1,30})"
+)
+
+
+def _tag_value(after: str) -> str:
+    """The tag a "tag them needs-kb" / "label each as 'vip'" clause names ("" when none)."""
+    m = re.match(
+        r"\s*(?:them|it|each(?: one)?|the \w+)?\s*(?:as|with)?\s*[\"'“‘`]?([a-z][a-z0-9_-]{1,30})", after
+    )
+    word = m.group(1) if m else ""
+    return "" if word in ("as", "with", "and", "to", "the", "a", "an") else word
+
+
 def threshold_days(detail: str) -> int | None:
     """``"72 hours"`` → 3, ``"2 weeks"`` → 14, ``"3 months"`` → 90 (days, at least 1)."""
     m = re.fullmatch(r"(\d+) (hour|day|week|month)s?", detail)
@@ -323,9 +341,8 @@ def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
         elif action == "send" and target == "gmail" and drafts:
             continue  # "draft (do not send)": the draft part says it
         written.add(target)
-        parts.append(
-            Part("write", action, _span(body, m), service=target, detail="draft" if action == "draft" else "")
-        )
+        detail = "draft" if action == "draft" else _tag_value(body[m.end() :]) if action == "tag" else ""
+        parts.append(Part("write", action, _span(body, m), service=target, detail=detail))
     for rx, svc in SERVICE_WORDS:
         if svc == anchor or svc in written or svc not in services:
             continue
@@ -412,7 +429,9 @@ def _judge_cond(p: Part, rc: Recipe, conds: set[str], kinds: set[str]) -> Verdic
 
 def _judge_write(p: Part, rc: Recipe) -> Verdict:
     if p.service == rc.anchor:
-        does = ANCHOR_ACTS.get(rc.anchor, "update")
+        does = rc.act or ANCHOR_ACTS.get(rc.anchor, "update")
+        if rc.act and p.value == rc.act:
+            return _v(p, "honoured", f"{rc.act} {rc.act_value} on each selected record")
         if p.value == does or (p.value == "update" and does in ("update", "note", "disable")):
             return _v(p, "honoured", f"the {rc.anchor} act ({does}) on each selected record")
         return _v(p, "approximated", f"the {rc.anchor} act is {does}, not {p.value}")

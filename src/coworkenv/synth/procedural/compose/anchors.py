@@ -29,7 +29,7 @@ from coworkenv.synth.procedural.compose.blocks import (
 )
 from coworkenv.synth.procedural.records import SAAS, Rng
 
-__all__ = ["ANCHORS", "TEMPORAL", "AnchorDef", "Item", "Params"]
+__all__ = ["ACT_VARIANTS", "ANCHORS", "TEMPORAL", "AnchorDef", "Item", "Params"]
 
 
 @dataclass(frozen=True)
@@ -577,3 +577,25 @@ _A: tuple[AnchorDef, ...] = (
 )
 
 ANCHORS: Mapping[str, AnchorDef] = MappingProxyType({a.service: a for a in _A})
+
+
+def _tag(tag: str) -> Act:
+    return Act(
+        "helpdesk_update_ticket",
+        "updated_tickets",
+        "ticket_id",
+        True,
+        f"tag it {tag} (keeping its current tags) with a note",
+        lambda r, its, note, who: {
+            "ticket_id": its[0].rid,
+            "tags": [*its[0].record.get("tags", []), tag],
+            "comment": note,
+        },
+        "comments",
+        pins=(("tags", tag),),
+    )
+
+
+ACT_VARIANTS: Mapping[tuple[str, str], Callable[[str], Act]] = MappingProxyType({("helpdesk", "tag"): _tag})
+"""Writes on the selected records other than the anchor's own act, chosen by the scenario
+(``(service, action)`` → a builder taking the scenario's value, e.g. the tag to add)."""

@@ -14,7 +14,7 @@ tags name its structure (``anchor:``, ``cond:``, ``link:``, ``write:``, ``key:``
 from __future__ import annotations
 
 from coworkenv.synth.procedural.builder import SpecBuilder, target
-from coworkenv.synth.procedural.compose.anchors import TEMPORAL, Item, Params
+from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, TEMPORAL, Item, Params
 from coworkenv.synth.procedural.compose.context import Ctx
 from coworkenv.synth.procedural.compose.links import LINKERS
 from coworkenv.synth.procedural.compose.recipe import Recipe
@@ -82,7 +82,8 @@ def _anchor(ctx: Ctx, n_items: int) -> None:
 
 def _act(ctx: Ctx) -> None:
     a, b = ctx.anchor, ctx.b
-    act = a.act
+    variant = ACT_VARIANTS.get((a.service, ctx.rc.act))
+    act = variant(ctx.rc.act_value) if variant is not None else a.act
     targets = ctx.actionable
     who = ctx.email_for(ctx.items[0])
     if act.per_item:
@@ -92,6 +93,7 @@ def _act(ctx: Ctx) -> None:
             extra = (
                 [target(act.text_field, ctx.code, match="icontains")] if ctx.code and act.text_field else []
             )
+            extra += [target(f, v) for f, v in act.pins]
             b.audit(f"acted_{i}", 16, a.service, act.audit, *act.targets([it]), *extra)
     elif targets:
         notes = " ".join(ctx.note(it, "reviewed") for it in targets)

@@ -66,6 +66,8 @@ class Act:
     """(rng, items, note, recipient email) → the call's arguments."""
     text_field: str | None = None
     id_match: str = "iequals"
+    pins: tuple[tuple[str, str], ...] = ()
+    """Field values every call must carry besides the id (a tag added), checked per record."""
 
     def targets(self, items: list[Item]) -> list[dict[str, Any]]:
         return [target(self.id_field, it.rid, match=self.id_match) for it in items]

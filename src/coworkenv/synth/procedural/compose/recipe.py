@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Slot
 from coworkenv.synth.plan import is_multi_turn, is_safety
-from coworkenv.synth.procedural.compose.anchors import ANCHORS, TEMPORAL
+from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, ANCHORS, TEMPORAL
 from coworkenv.synth.procedural.records import Rng, seed_int
 from coworkenv.synth.procedural.scenario import Part, amount_value, read_scenario, threshold_days
 
@@ -81,6 +81,10 @@ class Recipe:
     """An amount threshold the scenario wrote ("above $5,000"); drawn when None."""
     drafts: bool = False
     """The scenario asks for drafts, not sends ("draft (do not send) a reply")."""
+    act: str = ""
+    """A write on the selected records the scenario asks for instead of the anchor's own act
+    (``ACT_VARIANTS``: ``tag``), with its value (the tag)."""
+    act_value: str = ""
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -360,4 +364,12 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
         ),
         amount=next((a for a in written if a is not None), None) if "amount" in conds else None,
         drafts="gmail" in writes and any(p.kind == "write" and p.detail == "draft" for p in parts),
+        **_variant(anchor, parts),
     )
+
+
+def _variant(anchor: str, parts: tuple[Part, ...]) -> dict[str, str]:
+    for p in parts:
+        if p.kind == "write" and p.service == anchor and (anchor, p.value) in ACT_VARIANTS:
+            return {"act": p.value, "act_value": p.detail or "needs-review"}
+    return {}
