@@ -114,8 +114,30 @@ def test_the_template_that_selects_other_records_gives_way_to_a_composed_task() 
     assert "anchor:helpdesk" in spec.tags
     assert "write:gmail" in spec.tags
     assert "more than 3 days" in spec.request
-    ignored = [v.part.value for v in verdicts if v.status == "ignored"]
-    assert ignored == ["absence"]  # said, not silently dropped
+    assert [v for v in verdicts if v.status == "ignored"] == []
+
+
+def test_absence_from_the_calendar_selects_and_the_cover_gets_the_tickets() -> None:
+    """ "Assigned to an engineer who is on leave (calendar)": the owner's leave covers today, the
+    look-alike's starts next week; the tickets are reassigned to the colleague covering."""
+    slot = _issue_slots()[0]
+    spec = _spec(slot)
+    assert "cond:absence" in spec.tags
+    leave = spec.services["calendar"]["events"]
+    assert [e["title"].startswith("Out of office") for e in leave] == [True, True]
+    today = slot.mock_today.isoformat()
+    on_now = [e for e in leave if e["start_time"][:10] <= today <= e["end_time"][:10]]
+    assert len(on_now) == 1
+    absent = on_now[0]["attendees"][0]
+    tickets = {t["ticket_id"]: t for t in spec.services["helpdesk"]["tickets"]}
+    assert all(tickets[i]["assigned_to"] == absent for i in spec.answer_ids)
+    near = [i for i in spec.distractor_ids if tickets[i]["assigned_to"] != absent]
+    assert len(near) == 1  # the look-alike whose leave starts next week (the other misses on age)
+    assert tickets[near[0]]["assigned_to"] in {e["attendees"][0] for e in leave}
+    moves = [c for c in _calls(spec) if c.tool == "helpdesk_update_ticket"]
+    assert {c.args["ticket_id"] for c in moves} == set(spec.answer_ids)
+    assert {c.args["assigned_to"] for c in moves} != {absent}
+    assert "calendar_list_events" in [c.tool for c in _calls(spec)]
 
 
 def test_a_draft_scenario_builds_drafts_and_forbids_sending() -> None:
@@ -172,9 +194,11 @@ def test_every_part_called_honoured_is_in_the_built_task(mode: str) -> None:
             if p.kind == "select":
                 assert p.service == anchor, (slot.task_id, p)
             elif p.kind == "condition":
-                assert f"cond:{p.value}" in tags, (slot.task_id, p)
+                kind = "absence" if p.value == "owner" and "cond:absence" in tags else p.value
+                assert f"cond:{kind}" in tags, (slot.task_id, p)
             elif p.kind == "join":
-                assert f"link:{p.service}" in tags, (slot.task_id, p)
+                leave = p.service == "calendar" and "cond:absence" in tags
+                assert leave or f"link:{p.service}" in tags, (slot.task_id, p)
             elif p.kind == "write":
                 assert p.service == anchor or f"write:{p.service}" in tags, (slot.task_id, p)
             elif p.kind == "forbid":
@@ -220,7 +244,7 @@ def test_synth_and_plan_report_say_which_parts_are_not_built(tmp_path: Path) -> 
     plan.write_text(json.dumps({"slots": rows}))  # JSON is YAML
     res = CliRunner().invoke(app, ["synth", str(plan), "--out", str(tmp_path / "out")], terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "leave_reassign: compose ignores condition absence" in res.output
+    assert "needs_kb: compose ignores condition no_match" in res.output
     assert "ignore part of their scenario" in res.output
     res = CliRunner().invoke(app, ["plan", "report", str(plan)])
     assert res.exit_code == 0, res.output
@@ -228,7 +252,8 @@ def test_synth_and_plan_report_say_which_parts_are_not_built(tmp_path: Path) -> 
     console = Console(width=240, record=True)
     print_scenario_report(load_plan(plan), ProceduralGenerator(0), console)
     text = console.export_text()
-    assert "absence: no building block selects by a person's absence" in text
+    assert "no_match[/]" not in text  # markup rendered
+    assert "condition no_match: no building block selects by" in text
     assert any("leave_reassign" in line and "compose" in line for line in text.splitlines())
 
 

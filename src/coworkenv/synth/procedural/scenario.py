@@ -389,6 +389,8 @@ def judge_recipe(parts: Sequence[Part], rc: Recipe, services: Sequence[str]) -> 
         elif p.kind == "join":
             if p.service in rc.links:
                 out.append(_v(p, "honoured", f"joins {p.service} for evidence"))
+            elif p.service == "calendar" and "absence" in conds:
+                out.append(_v(p, "honoured", "reads the calendar's leave events"))
             elif p.service in rc.writes:
                 out.append(_v(p, "approximated", f"{p.service} is written, not read for evidence"))
             else:
@@ -403,6 +405,10 @@ def judge_recipe(parts: Sequence[Part], rc: Recipe, services: Sequence[str]) -> 
 
 
 def _judge_cond(p: Part, rc: Recipe, conds: set[str], kinds: set[str]) -> Verdict:
+    if p.value == "owner" and "absence" in conds:
+        return _v(p, "honoured", "the absence condition reads the owner")
+    if p.value in conds and not p.supported:
+        return _v(p, "honoured", f"selects by {p.detail}")
     if not p.supported:
         return _v(p, "ignored", f"no building block selects by {p.detail or p.value}")
     if p.value not in conds:

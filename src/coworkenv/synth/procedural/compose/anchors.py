@@ -21,6 +21,7 @@ from coworkenv.synth.procedural.compose.blocks import (
     Item,
     Params,
     Row,
+    absence,
     amount,
     owner,
     status,
@@ -29,7 +30,7 @@ from coworkenv.synth.procedural.compose.blocks import (
 )
 from coworkenv.synth.procedural.records import SAAS, Rng
 
-__all__ = ["ACT_VARIANTS", "ANCHORS", "TEMPORAL", "AnchorDef", "Item", "Params"]
+__all__ = ["ACT_VARIANTS", "ANCHORS", "EXTRA_CONDS", "TEMPORAL", "AnchorDef", "Item", "Params"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ class AnchorDef:
     text: str
     """A free-text field of the record (where a multi-turn task plants the stale reference)."""
     has_customer_id: bool = False
+
+    def cond(self, kind: str) -> Cond:
+        """The condition ``kind`` on this anchor: its own, or one a scenario asked for (EXTRA_CONDS)."""
+        c = self.conds.get(kind) or EXTRA_CONDS.get((self.service, kind))
+        if c is None:
+            raise KeyError(f"{self.service} has no condition {kind!r}")
+        return c
 
 
 # ---------------------------------------------------------------- per-service anchors
@@ -596,6 +604,35 @@ def _tag(tag: str) -> Act:
     )
 
 
-ACT_VARIANTS: Mapping[tuple[str, str], Callable[[str], Act]] = MappingProxyType({("helpdesk", "tag"): _tag})
+def _reassign(_: str) -> Act:
+    return Act(
+        "helpdesk_update_ticket",
+        "updated_tickets",
+        "ticket_id",
+        True,
+        "reassign it to {who} with a note",
+        lambda r, its, note, who: {"ticket_id": its[0].rid, "assigned_to": who, "comment": note},
+        "comments",
+        pins=(("assigned_to", "{who}"),),
+    )
+
+
+ACT_VARIANTS: Mapping[tuple[str, str], Callable[[str], Act]] = MappingProxyType(
+    {("helpdesk", "tag"): _tag, ("helpdesk", "reassign"): _reassign}
+)
 """Writes on the selected records other than the anchor's own act, chosen by the scenario
 (``(service, action)`` → a builder taking the scenario's value, e.g. the tag to add)."""
+
+
+EXTRA_CONDS: Mapping[tuple[str, str], Cond] = MappingProxyType(
+    {
+        ("helpdesk", "absence"): absence(
+            "assigned_to", "assigned to someone who is out of office today (their leave is in the calendar)"
+        ),
+        ("scheduler", "absence"): absence(
+            "created_by", "owned by someone who is out of office today (their leave is in the calendar)"
+        ),
+    }
+)
+"""Conditions only a scenario asks for, needing another service (absence: the calendar's leave
+events). The seeded pools never draw them, so plans that do not ask build exactly as before."""

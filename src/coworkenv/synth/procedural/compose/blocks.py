@@ -67,7 +67,8 @@ class Act:
     text_field: str | None = None
     id_match: str = "iequals"
     pins: tuple[tuple[str, str], ...] = ()
-    """Field values every call must carry besides the id (a tag added), checked per record."""
+    """Field values every call must carry besides the id (a tag added; ``{who}``: the recipient),
+    checked per record."""
 
     def targets(self, items: list[Item]) -> list[dict[str, Any]]:
         return [target(self.id_field, it.rid, match=self.id_match) for it in items]
@@ -130,6 +131,17 @@ def owner(fld: str, text: str, as_list: bool = False, by_name: bool = False) -> 
         row[fld] = [*row.get(fld, []), val] if as_list else val
 
     return Cond("owner", fld, lambda p: text.format(owner=p.owner.name), apply)
+
+
+def absence(fld: str, text: str) -> Cond:
+    """Owned by someone out of office today: ``pass`` → the owner (on leave now), ``near`` → a
+    namesake whose leave starts next week, ``fail`` → a colleague with no leave (the leave events
+    are planted in the calendar by the assembler)."""
+
+    def apply(rng: Rng, row: Row, role: str, p: Params) -> None:
+        row[fld] = {"pass": p.owner, "near": p.namesake, "fail": p.other}[role].email
+
+    return Cond("absence", fld, lambda p: text, apply)
 
 
 def stock() -> Cond:

@@ -112,10 +112,10 @@ def _policy(ctx: Ctx, service: str) -> None:
     a = ctx.anchor
     title = f"{ctx.topic} {a.noun} policy"
     limited = [k for k in ctx.rc.conds if k in TEMPORAL or k == "amount"]
-    rule = " and ".join(a.conds[k].phrase(p) for k in limited) if limited else "as listed"
+    rule = " and ".join(a.cond(k).phrase(p) for k in limited) if limited else "as listed"
     old_days = p.days * 2 if p.days < 60 else p.days // 2
     old_p = type(p)(old_days, p.amount * 2, p.namesake, p.owner, p.other)
-    old_rule = " and ".join(a.conds[k].phrase(old_p) for k in limited) if limited else "as listed"
+    old_rule = " and ".join(a.cond(k).phrase(old_p) for k in limited) if limited else "as listed"
     ids = []
     for t, rule_text, contact, tag in (
         (title, rule, p.owner, "current"),

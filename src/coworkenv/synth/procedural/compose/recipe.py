@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Slot
 from coworkenv.synth.plan import is_multi_turn, is_safety
-from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, ANCHORS, TEMPORAL
+from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, ANCHORS, EXTRA_CONDS, TEMPORAL
 from coworkenv.synth.procedural.records import Rng, seed_int
 from coworkenv.synth.procedural.scenario import Part, amount_value, read_scenario, threshold_days
 
@@ -291,8 +291,8 @@ def _pick_conds(
             ordered = [temporal[0], *[k for k in ordered if k != temporal[0]]]
     picked: list[str] = []
     for k in ordered:  # conditions on distinct fields only (never "older than" and "recent")
-        if len(picked) < max(1, prof.conds) and adef.conds[k].field not in {
-            adef.conds[c].field for c in picked
+        if len(picked) < max(1, prof.conds) and adef.cond(k).field not in {
+            adef.cond(c).field for c in picked
         }:
             picked.append(k)
     return tuple(picked)
@@ -338,13 +338,14 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
     prof = PROFILES[level_of(slot.difficulty)]
     anchor = _pick_anchor(slot, seed, pinned, text, prof)
     conds = _pick_conds(slot, anchor, pinned, text, prof, rng=rng)
+    parts = read_scenario(scenario, slot.services) if text else ()
+    conds = _extra_conds(slot, anchor, conds, parts, prof)
     links, writes = _assign_roles(slot, anchor, pinned, text, prof, rng=rng)
     roles = 1 + len(set(links) | set(writes))
     items = int(pinned.get("items", prof.items + (1 if prof.level == 3 and roles < 4 else 0)))
     safety = _flag(pinned, "safety", is_safety(slot))
     mt_text = any(w in text for w in ("multi-turn", "multi_turn", "ask the user"))
     multi = _flag(pinned, "multi_turn", is_multi_turn(slot) or mt_text) and not safety
-    parts = read_scenario(scenario, slot.services) if text else ()
     written = [
         amount_value(p.detail) for p in parts if p.kind == "condition" and p.value == "amount" and p.detail
     ]
@@ -366,6 +367,19 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
         drafts="gmail" in writes and any(p.kind == "write" and p.detail == "draft" for p in parts),
         **_variant(anchor, parts),
     )
+
+
+def _extra_conds(
+    slot: Slot, anchor: str, conds: tuple[str, ...], parts: tuple[Part, ...], prof: Profile
+) -> tuple[str, ...]:
+    """Put first a condition only the scenario asks for (absence, with the calendar in the slot),
+    dropping a drawn one on the same field."""
+    asked = [p.value for p in parts if p.kind == "condition" and (anchor, p.value) in EXTRA_CONDS]
+    if not asked or "calendar" not in slot.services:
+        return conds
+    fld = EXTRA_CONDS[(anchor, asked[0])].field
+    rest = [c for c in conds if ANCHORS[anchor].conds[c].field != fld]
+    return (asked[0], *rest)[: max(1, prof.conds) + 1]
 
 
 def _variant(anchor: str, parts: tuple[Part, ...]) -> dict[str, str]:
