@@ -23,7 +23,14 @@ from coworkenv.synth.base import Slot
 from coworkenv.synth.plan import is_multi_turn, is_safety
 from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, ANCHORS, EXTRA_CONDS, TEMPORAL
 from coworkenv.synth.procedural.records import Rng, seed_int
-from coworkenv.synth.procedural.scenario import Part, amount_value, read_scenario, threshold_days
+from coworkenv.synth.procedural.scenario import (
+    NOUNS,
+    WEAK_NOUNS,
+    Part,
+    amount_value,
+    read_scenario,
+    threshold_days,
+)
 
 LINKS = ("crm", "contacts", "kb", "notes", "documents")
 """Services that join evidence to an answer record (account, person, procedure, policy)."""
@@ -98,36 +105,6 @@ class Recipe:
 
 # ---------------------------------------------------------------- scenario hints
 
-_NOUNS: tuple[tuple[str, str], ...] = (
-    ("ticket", "helpdesk"),
-    ("invoice", "finance"),
-    ("payment", "finance"),
-    ("charge", "finance"),
-    ("transaction", "finance"),
-    ("integration", "config"),
-    ("credential", "config"),
-    ("job", "scheduler"),
-    ("backup", "scheduler"),
-    ("article", "kb"),
-    ("customer", "crm"),
-    ("account", "crm"),
-    ("stock", "inventory"),
-    ("product", "inventory"),
-    ("feed", "rss"),
-    ("news", "rss"),
-)
-"""Nouns of records a request selects (what follows "find ..."), strongest evidence of the anchor."""
-_WEAK_NOUNS: tuple[tuple[str, str], ...] = (
-    ("todo", "todo"),
-    ("to-do", "todo"),
-    ("meeting", "calendar"),
-    ("event", "calendar"),
-    ("email", "gmail"),
-    ("message", "gmail"),
-    ("note", "notes"),
-    ("document", "documents"),
-)
-"""Nouns that are as often the *output* of a task (an email, a todo) as the records it selects."""
 _CONDS: tuple[tuple[str, str], ...] = (
     (r"\bolder\b|more than \d+ (?:day|hour)|overdue|stale|last verified|not updated|not run", "age"),
     (r"\bwithin the next\b|\bupcoming\b|\btomorrow\b|\bnext \d+ days\b|\bdue (?:in|within)\b", "upcoming"),
@@ -255,7 +232,7 @@ def _pick_anchor(slot: Slot, seed: int, pinned: dict[str, str], text: str, prof:
                 f"compose: anchor={pinned['anchor']} must be one of the slot's {sorted(anchors)}",
             )
         return pinned["anchor"]
-    hinted = _first_mentioned(text, _NOUNS, set(anchors)) or _first_mentioned(text, _WEAK_NOUNS, set(anchors))
+    hinted = _first_mentioned(text, NOUNS, set(anchors)) or _first_mentioned(text, WEAK_NOUNS, set(anchors))
     if hinted:
         return hinted[0]
     if prof.conds > 1:  # hard: anchors that can hold a compound, temporal selection
@@ -306,7 +283,7 @@ def _assign_roles(
     others = [s for s in slot.services if s != anchor]
     rng.shuffle(others)
     hinted_w = _first_mentioned(text, _VERBS, set(others))
-    hinted_n = [s for s in _first_mentioned(text, (*_NOUNS, *_WEAK_NOUNS), set(others)) if s not in hinted_w]
+    hinted_n = [s for s in _first_mentioned(text, (*NOUNS, *WEAK_NOUNS), set(others)) if s not in hinted_w]
     order = [*hinted_w, *hinted_n, *[s for s in others if s not in hinted_w and s not in hinted_n]]
     cap = int(pinned.get("services", prof.max_services))
     links: list[str] = []
