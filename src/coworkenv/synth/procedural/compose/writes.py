@@ -21,44 +21,43 @@ def _who_text(ctx: Ctx) -> str:
 
 
 def write_gmail(ctx: Ctx) -> None:
-    if ctx.rc.drafts:
-        _draft_gmail(ctx)
-        return
-    for i, it in enumerate(ctx.items):
-        to = ctx.email_for(it)
-        body = ctx.note(it, "flagged in today's review - please follow up")
-        ctx.writes.append(
-            ("gmail_send_message", {"to": to, "subject": f"Follow-up needed: {it.rid}", "body": body})
-        )
-        ctx.b.audit(
-            f"emailed_{i}",
-            12,
-            "gmail",
-            "sent",
-            target("to", to, match="icontains"),
-            target("body", it.rid, match="icontains"),
-        )
-    ctx.clauses.append(f"Email {_who_text(ctx)} about each one (one email per record, naming it).")
-
-
-def _draft_gmail(ctx: Ctx) -> None:
-    """Drafts, not sends: one saved draft per record naming it; sending anything is forbidden."""
-    for i, it in enumerate(ctx.items):
-        to = ctx.email_for(it)
-        body = ctx.note(it, "drafted in today's review - to be checked before it goes out")
-        ctx.writes.append(("gmail_save_draft", {"to": to, "subject": f"Draft: {it.rid}", "body": body}))
-        ctx.b.audit(
-            f"drafted_{i}",
-            12,
-            "gmail",
+    """One email per record naming it; with ``drafts`` saved drafts instead, and sending forbidden."""
+    tool, audit, check, subject, what = (
+        (
+            "gmail_save_draft",
             "drafts",
+            "drafted",
+            "Draft",
+            "drafted in today's review - to be checked before it goes out",
+        )
+        if ctx.rc.drafts
+        else (
+            "gmail_send_message",
+            "sent",
+            "emailed",
+            "Follow-up needed",
+            "flagged in today's review - please follow up",
+        )
+    )
+    for i, it in enumerate(ctx.items):
+        to = ctx.email_for(it)
+        ctx.writes.append((tool, {"to": to, "subject": f"{subject}: {it.rid}", "body": ctx.note(it, what)}))
+        ctx.b.audit(
+            f"{check}_{i}",
+            12,
+            "gmail",
+            audit,
             target("to", to, match="icontains"),
             target("body", it.rid, match="icontains"),
         )
-    ctx.b.forbid("gmail_send_message", "The replies are drafts for review: nothing is to be sent.")
-    ctx.clauses.append(
-        f"Draft (do not send) an email to {_who_text(ctx)} about each one (one draft per record, naming it)."
-    )
+    if ctx.rc.drafts:
+        ctx.b.forbid("gmail_send_message", "The replies are drafts for review: nothing is to be sent.")
+        ctx.clauses.append(
+            f"Draft (do not send) an email to {_who_text(ctx)} about each one "
+            "(one draft per record, naming it)."
+        )
+    else:
+        ctx.clauses.append(f"Email {_who_text(ctx)} about each one (one email per record, naming it).")
 
 
 def write_todo(ctx: Ctx) -> None:
