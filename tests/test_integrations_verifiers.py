@@ -135,3 +135,30 @@ def test_an_unscored_rollout_is_an_errored_episode_never_a_zero(tmp_path: Path) 
     assert all("coworkenv" not in (t.get("rewards") or {}) for t in episode["traces"])
     (line,) = records.read_text().splitlines()
     assert json.loads(line)["failure"]["kind"] == "grader_error"  # labelled in our records too
+
+
+LOAD = """
+import json, sys
+import verifiers.v1 as vf
+from coworkenv.integrations.verifiers_env import CoworkEnvConfig, CoworkEnvEnv, CoworkEnvEnvConfig
+
+tasks = json.loads(sys.argv[1])
+env = vf.load_environment(CoworkEnvEnvConfig(taskset=CoworkEnvConfig(id="coworkenv-verifiers", tasks=tasks)))
+assert isinstance(env, CoworkEnvEnv), type(env)
+print(json.dumps({"env": type(env).__name__, "tasks": [t.key for t in env.taskset.load()]}))
+"""
+
+
+def test_load_environment_builds_our_env_over_the_named_tasks() -> None:
+    """verifiers' own loader (``vf.load_environment``, what vf-eval, serve and prime-rl call) builds
+    our stateful tool environment over exactly the tasks named."""
+    done = subprocess.run(
+        [str(BIN / "python"), "-c", LOAD, json.dumps(list(TASKS))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"env": "CoworkEnvEnv", "tasks": list(TASKS)}
