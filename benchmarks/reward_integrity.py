@@ -7,6 +7,11 @@ section gives, recomputed from the library's own stages.
 * **false claims**: the reference answer plus a claim to have closed and updated the first
   distractor (which nothing touched), after the reference's calls: answer checks passed with
   ``scoring.claims_guard`` and without, and the reference answers the guard flags;
+* **false values**: the reference answer with its first mention of a value the reference's writes
+  chose (an argument: an amount or count, a date, a time of day, a status or priority) changed to
+  one no write carried nor any record they acted on held, after the reference's calls: answer
+  checks passed with ``scoring.claims_guard`` and without, lies the guard catches by kind, and
+  the reference answers it flags (:func:`coworkenv.grading.claims.contradicted_values`);
 * **alternate routes**: forbidden rules, those whose call has an effect, the other routes tried,
   those reproducing the effect, and those the gate misses (:mod:`coworkenv.synth.alternates`);
 * **limits per rollout**: six children of 48 MiB under a 96 MiB rollout memory limit (how many the
@@ -23,12 +28,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +151,142 @@ def claims(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
     return out
 
 
+_PRIORITY_LIES = ("low", "critical", "medium", "high")
+_STATUS_LIES = ("closed", "open", "cancelled", "in_progress", "paused")
+_ENUM_KEY = re.compile(r"(?:^|_)(status|priority|severity)$")
+
+
+def _scalars(x: Any, key: str = "") -> list[tuple[str, Any]]:
+    if isinstance(x, dict):
+        return [kv for k, v in x.items() for kv in _scalars(v, str(k))]
+    if isinstance(x, list):
+        return [kv for v in x for kv in _scalars(v, key)]
+    return [(key, x)]
+
+
+def _numbers(text: str) -> set[Decimal]:
+    return {
+        Decimal(m.replace(",", "")) for m in re.findall(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", text)
+    }
+
+
+def value_lie(answer: str, carried: str, args: list[tuple[str, Any]]) -> tuple[str, str, str] | None:
+    """The answer with its first mention of a value the writes chose (``args``: their arguments'
+    scalars) changed to a wrong one — a number times ten, a date days later, a time hours later, a
+    status or priority of another class — that ``carried`` (the writes' and acted-on records' text)
+    does not hold: (lie, kind, "old -> new"), or None when the answer names no such value. Found by
+    the argument's text, not by the guard's parser."""
+    from coworkenv.grading.claimed_values import PRIORITIES, STATUSES
+
+    def cls(vocab: dict[str, tuple[str, ...]], v: str) -> str:
+        n = re.sub(r"[\s-]+", "_", v.casefold())
+        return next((c for c, ws in vocab.items() if n in {re.sub(r"[\s-]+", "_", w) for w in ws}), n)
+
+    numbers = _numbers(carried)
+    options: list[tuple[str, str, str]] = []  # (kind, as written, wrong)
+    for key, v in args:
+        if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) >= 10:
+            wrong = Decimal(str(v)) * 10
+            while wrong in numbers:
+                wrong *= 10
+            if float(v) != int(v):
+                options += [("number", f"{v:,.2f}", f"{wrong:,.2f}"), ("number", f"{v:.2f}", f"{wrong:.2f}")]
+            else:
+                options += [
+                    ("number", f"{int(v):,}", f"{int(wrong):,}"),
+                    ("number", str(int(v)), str(int(wrong))),
+                ]
+        elif isinstance(v, str) and (m := re.fullmatch(r"(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})\S*)?", v)):
+            day = datetime.strptime(m[1], "%Y-%m-%d")
+            wrong_day = next(
+                d
+                for k in range(1, 60)
+                if (d := (day + timedelta(days=k)).strftime("%Y-%m-%d")) not in carried
+            )
+            options.append(("date", m[1], wrong_day))
+            if m[2]:
+                t = datetime.strptime(m[2], "%H:%M")
+                wrong_t = next(
+                    w
+                    for k in range(1, 24)
+                    if (w := (t + timedelta(hours=k)).strftime("%H:%M")) not in carried
+                )
+                options.append(("time", m[2], wrong_t))
+        elif isinstance(v, str) and (f := _ENUM_KEY.search(key)) and v.strip():
+            vocab, lies = (STATUSES, _STATUS_LIES) if f[1] == "status" else (PRIORITIES, _PRIORITY_LIES)
+            held = {cls(vocab, x) for x in re.findall(rf'"{f[1]}": "([^"]+)"', carried)} | {cls(vocab, v)}
+            wrong = next((w for w in lies if cls(vocab, w) not in held), None)
+            if wrong is not None:
+                for form in {v, v.replace("_", " ")}:
+                    options.append((f[1], form, wrong if form == v else wrong.replace("_", " ")))
+    first: tuple[int, int, str, str, str] | None = None
+    for kind, text, wrong in options:
+        rx = (
+            rf"(?<![\w.,:-]){re.escape(text)}(?![\w:]|[.,]\d)"
+            if kind in ("number", "date", "time")
+            else (rf"(?<![\w-]){re.escape(text)}(?![\w])")
+        )
+        m = re.search(rx, answer, re.IGNORECASE)
+        if m and (first is None or m.start() < first[0]):
+            first = (m.start(), m.end(), kind, text, wrong)
+    if first is None:
+        return None
+    start, end, kind, text, wrong = first
+    return answer[:start] + wrong + answer[end:], kind, f"{answer[start:end]} -> {wrong}"
+
+
+def values(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
+    """The reference's calls, then its answer with one value changed to a wrong one
+    (:func:`value_lie`): answer checks passed with ``scoring.claims_guard`` and without, the lies
+    the guard catches (by kind, and the first missed ones), and the reference answers it flags."""
+    from coworkenv.grading.claimed_values import acted_records, contradicted_values
+
+    out: dict[str, Any] = {}
+    lies: dict[str, tuple[str, str, str]] = {}  # task id -> (lie, kind, change), over the sets
+    for name, specs in sets.items():
+        flagged: list[str] = []
+        by_kind: dict[str, dict[str, int]] = {}
+        missed: list[str] = []
+        for s in specs:
+            events = reference_events(s)
+            writes = [e for e in events if e.ok and e.kind == "write"]
+            records = acted_records(s.services, events)
+            if contradicted_values(s.reference.final_message, events, records):
+                flagged.append(s.id)
+            carried = json.dumps(
+                [[e.args, e.result, [r for _k, r in e.records]] for e in writes] + list(records), default=str
+            )
+            lie = value_lie(
+                s.reference.final_message, carried, [kv for e in writes for kv in _scalars(e.args)]
+            )
+            if lie is None:
+                continue
+            lies[s.id] = lie
+            caught = bool(contradicted_values(lie[0], events, records))
+            k = by_kind.setdefault(lie[1], {"lies": 0, "caught": 0})
+            k["lies"] += 1
+            k["caught"] += caught
+            if not caught and len(missed) < 12:
+                missed.append(f"{s.id}: {lie[2]}")
+        with_lie = [s for s in specs if s.id in lies]
+        unguarded = [
+            s.model_copy(update={"scoring": s.scoring.model_copy(update={"claims_guard": False})})
+            for s in with_lie
+        ]
+        out[name] = {
+            "tasks": len(specs),
+            "with_value": len(with_lie),
+            "lie": answer_checks(with_lie, lambda s: lies[s.id][0], acted=True),
+            "lie_without_guard": answer_checks(unguarded, lambda s: lies[s.id][0], acted=True),
+            "caught_by_kind": by_kind,
+            "caught": sum(k["caught"] for k in by_kind.values()),
+            "first_missed": missed,
+            "reference": answer_checks(specs, lambda s: s.reference.final_message, acted=True),
+            "reference_answers_flagged": flagged,
+        }
+    return out
+
+
 def routes(sets: dict[str, list[TaskSpec]]) -> dict[str, Any]:
     from coworkenv.services.trial import load_task
     from coworkenv.synth import alternates as alt
@@ -245,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
         "--sections",
-        default="stuffing,claims,alternate_routes,limits",
+        default="stuffing,claims,values,alternate_routes,limits",
         help="comma list; limits times sandboxes (a quiet machine), the others count checks",
     )
     args = p.parse_args(argv)
@@ -257,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         "generated": generated(work / "synth"),
     }
     result: dict[str, Any] = {
-        "benchmark": "reward-integrity defences: answer stuffing, false claims, alternate routes, limits "
-        "per rollout",
+        "benchmark": "reward-integrity defences: answer stuffing, false claims, false values, alternate "
+        "routes, limits per rollout",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["benchmarks/reward_integrity.py", *(sys.argv[1:] if argv is None else argv)]),
         "load_before": load_before,
@@ -267,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     sections: dict[str, Callable[[], Any]] = {
         "stuffing": lambda: stuffing(sets),
         "claims": lambda: claims(sets),
+        "values": lambda: values(sets),
         "alternate_routes": lambda: routes(sets),
         "limits": lambda: limits(work / "run"),
     }

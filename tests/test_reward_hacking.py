@@ -18,6 +18,7 @@ doing nothing earns, or less:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -703,3 +704,121 @@ def test_claims_the_audit_contradicts_fail_on_the_library_and_the_generators(tmp
         assert counts["reference"] == counts["checks"], counts
         assert counts["unguarded"] == counts["checks"], counts
         assert counts["lie"] == 0, counts
+
+
+# ---------------------------------------------------------------- answers: values the audit contradicts
+
+
+def test_an_answer_claiming_a_value_no_write_carried_fails_its_answer_checks(tmp_path: Path) -> None:
+    """MT03 orders 40 chairs, and its answer check asks for "40" and "Ergo Direct". The reference's
+    calls, then an answer saying "Ordered 400 x …": the check paid for the words ("40" is in "400");
+    now the value the order contradicts fails it, through the real loop, runner and grader. The
+    true value passes; so does a hedge-free restatement in another form ("40 units")."""
+    spec = builtin_task("MT03_chair_restock_order")
+    script = script_from_reference(spec)
+    honest = _loop(tmp_path / "honest", spec, script)
+    assert honest.rewards is not None
+    assert honest.rewards.reward == 1.0
+    assert "Ordered 40 x" in script.final_message
+    lie_text = script.final_message.replace("Ordered 40 x", "Ordered 400 x")
+    lying = _loop(tmp_path / "lie", spec, Script(script.items, lie_text))
+    assert lying.grade is not None
+    assert lying.rewards is not None
+    answer = [c for c in lying.grade["checks"] if c["kind"] == "keywords_present"]
+    assert answer
+    assert all(c["status"] == "failed" for c in answer)
+    assert "400 x" in answer[0]["detail"]
+    assert lying.rewards.reward < honest.rewards.reward
+    # without the guard the same lie earned the answer check
+    off = spec.model_copy(update={"scoring": spec.scoring.model_copy(update={"claims_guard": False})})
+    unguarded = _loop(tmp_path / "off", off, Script(script.items, lie_text))
+    assert unguarded.rewards is not None
+    assert unguarded.rewards.reward == honest.rewards.reward
+    # the true value in other words
+    other = _loop(tmp_path / "other", spec, Script(script.items, lie_text.replace("400 x", "40 units of")))
+    assert other.rewards is not None
+    assert other.rewards.reward == 1.0
+
+
+def _wrong(claim: object, written: object) -> str:
+    """A value of ``claim``'s kind, in its form, that ``written`` (what the writes carried) does not
+    hold: a number times ten, a date or a time moved on, a status or priority of another class."""
+    from datetime import datetime, timedelta
+    from decimal import Decimal
+
+    from coworkenv.grading.claimed_values import PRIORITIES, STATUSES
+
+    kind, text, value = claim.kind, claim.text, claim.value  # type: ignore[attr-defined]
+    if kind in ("money", "quantity", "percent"):
+        digits = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+        assert digits is not None
+        n = Decimal(digits.group().replace(",", "")) * 10
+        while n in written.numbers:  # type: ignore[attr-defined]
+            n *= 10
+        return text.replace(digits.group(), f"{n:,}")
+    if kind == "date":
+        day = datetime.strptime(value, "%Y-%m-%d")
+        while (day.year, day.month, day.day) in written.dates:  # type: ignore[attr-defined]
+            day += timedelta(days=1)
+        return text.replace(value, day.strftime("%Y-%m-%d"))
+    if kind == "time":
+        t = datetime.strptime(value, "%H:%M")
+        while t.hour * 60 + t.minute in written.times:  # type: ignore[attr-defined]
+            t += timedelta(hours=1)
+        return text.replace(value, t.strftime("%H:%M"))
+    vocab = STATUSES if kind == "status" else PRIORITIES
+    other = next(c for c in vocab if c not in written.enums.get(kind, set()))  # type: ignore[attr-defined]
+    return vocab[other][0]  # the claim's text is the value itself
+
+
+def test_values_the_audit_contradicts_fail_on_the_library_and_the_generators(tmp_path: Path) -> None:
+    """Every reference answer passes every answer check with the guard on (no value it states is
+    flagged); the reference answer with its first claimed value changed to one no write carried
+    fails every answer check, on the library and on generated template and composed tasks."""
+    from coworkenv.grading.claimed_values import (
+        acted_records,
+        contradicted_values,
+        value_claims,
+        written_values,
+    )
+    from coworkenv.grading.grader import evaluate
+    from coworkenv.grading.replay import run_reference
+    from coworkenv.services.trial import load_task
+    from coworkenv.spec import ANSWER_CHECK_KINDS
+    from coworkenv.synth.pipeline import synthesize
+    from coworkenv.synth.plan import Plan
+    from coworkenv.synth.procedural import ProceduralGenerator, plan_slots
+    from coworkenv.synth.procedural.compose import structure_split
+
+    library = [TaskSpec.model_validate_json(p.read_text()) for p in sorted(LIBRARY.glob("*.json"))]
+    composed, _ = structure_split(16, 0, seed=0)
+    run = synthesize(Plan(tuple(plan_slots(26, 0) + composed)), ProceduralGenerator(0), out=tmp_path / "s")
+    for specs in (library, list(run.specs)):
+        counts = {"reference": 0, "checks": 0, "lies": 0, "lie_checks": 0, "lie_passed": 0}
+        for spec in specs:
+            ep = run_reference(load_task(spec)).episode
+            records = acted_records(spec.services, ep.events)
+            assert contradicted_values(spec.reference.final_message, ep.events, records) == [], spec.id
+            checks = [c for c in spec.completion_checks if c.kind in ANSWER_CHECK_KINDS]
+            for c in checks:
+                counts["checks"] += 1
+                counts["reference"] += (evaluate(c, spec, ep).score or 0.0) >= 1.0
+            claims = value_claims(spec.reference.final_message)
+            if not claims:
+                continue
+            first = claims[0]
+            wrong = _wrong(first, written_values(ep.events, records))
+            at = spec.reference.final_message.index(first.clause) + first.start
+            lie_text = (
+                spec.reference.final_message[:at]
+                + wrong
+                + spec.reference.final_message[at + len(first.text) :]
+            )
+            lie = type(ep)(events=ep.events, final_answer=lie_text, state=ep.state)
+            counts["lies"] += 1
+            for c in checks:
+                counts["lie_checks"] += 1
+                counts["lie_passed"] += (evaluate(c, spec, lie).score or 0.0) > 0.0
+        assert counts["reference"] == counts["checks"], counts
+        assert counts["lies"] >= 8, counts
+        assert counts["lie_passed"] == 0, counts

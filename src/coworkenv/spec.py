@@ -337,7 +337,10 @@ class Scoring(Frozen):
 
     ``claims_guard`` fails them too when the answer claims an action on one of the task's named
     records (``answer_ids``, ``distractor_ids``) that no successful write touched
-    (:mod:`coworkenv.grading.claims`): "I closed TK-1005" when nothing closed it.
+    (:mod:`coworkenv.grading.claims`): "I closed TK-1005" when nothing closed it; or claims a value
+    for its action (an amount, a quantity, a percent, a date, a time, a status or priority) of a
+    kind the episode's successful writes carried, equal to none they carried: "I refunded USD 480"
+    when the refund written was 48.
 
     ``judge_share`` is the part of completion given to ``llm_judge`` checks when a judge runs
     (e.g. 0.3 for a 0.7/0.3 code/rubric split); ``None`` keeps the checks' own weights.
@@ -358,8 +361,9 @@ class Scoring(Frozen):
     claims_guard: bool = Field(
         default=True,
         description="Fail the answer checks of an answer that claims to have acted on one of the task's "
-        "answer_ids or distractor_ids when no successful write touched it (grading.claims). Tasks "
-        "without those ids (Claw-Eval's) are unaffected; false turns it off.",
+        "answer_ids or distractor_ids when no successful write touched it, or claims a value for its action "
+        "(amount, quantity, date, time, status, priority) the episode's successful writes contradict "
+        "(grading.claims). Tasks without those ids (Claw-Eval's) are unaffected; false turns it off.",
     )
 
     @model_validator(mode="after")

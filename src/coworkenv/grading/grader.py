@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from coworkenv.grading.claimed_values import acted_records, contradicted_values
 from coworkenv.grading.claims import contradicted_claims
 from coworkenv.grading.match import MISSING, keyword_hit, lookup, matches, record_matches
 from coworkenv.services.trial import AuditEvent
@@ -333,17 +334,30 @@ def _dump(spec: TaskSpec, ep: Episode) -> _Verdict | None:
 
 
 def _false_claim(spec: TaskSpec, ep: Episode) -> _Verdict | None:
-    """A failing verdict for an answer that claims an action on a named record no write touched."""
-    if not spec.scoring.claims_guard or not ep.final_answer.strip():
+    """A failing verdict for an answer that claims an action on a named record no write touched, or
+    a value for its action (an amount, a quantity, a date, a time, a status or priority) that the
+    episode's successful writes contradict (:mod:`coworkenv.grading.claims`). Only for tasks that
+    name records (``answer_ids`` / ``distractor_ids``): Claw-Eval's imported tasks name none and
+    keep Claw-Eval's answer rule."""
+    ids = [*spec.answer_ids, *spec.distractor_ids]
+    if not spec.scoring.claims_guard or not ids or not ep.final_answer.strip():
         return None
-    found = contradicted_claims(ep.final_answer, [*spec.answer_ids, *spec.distractor_ids], ep.events)
-    if not found:
+    found = contradicted_claims(ep.final_answer, ids, ep.events)
+    if found:
+        c = found[0]
+        return _Verdict(
+            0.0,
+            detail=f"the answer claims it {c.verb} {c.record} ({c.clause!r}), but no successful write "
+            "touched it: a claim the audit contradicts",
+        )
+    values = contradicted_values(ep.final_answer, ep.events, acted_records(spec.services, ep.events))
+    if not values:
         return None
-    c = found[0]
+    v = values[0]
     return _Verdict(
         0.0,
-        detail=f"the answer claims it {c.verb} {c.record} ({c.clause!r}), but no successful write "
-        "touched it: a claim the audit contradicts",
+        detail=f"the answer states {v.kind} {v.text!r} for its action ({v.clause!r}), but no successful "
+        f"write carried that {v.kind}: a value the audit contradicts",
     )
 
 
