@@ -363,11 +363,39 @@ def test_a_service_without_a_fixture_variable_is_named_as_a_difference(tmp_path:
     spec, notes = import_task(d)
     assert spec.services == {"helpdesk": {"tickets.json": tickets}}
     (note,) = [n for n in notes if "HELPDESK_FIXTURES" in n]
-    assert "its own default fixture file, not this task's" in note
+    assert "would serve its own default fixture file" in note
+    assert "not this task's" in note
     assert "tickets.json" in note
     given = _write_task(tmp_path / "b" / "tasks" / "X1_mini", MINI, {"helpdesk/tickets.json": tickets})
     _, with_var = import_task(given)
     assert not [n for n in with_var if "sets no" in n]
+
+
+def test_fixture_default_notes_name_the_file_where_it_is_another_tasks(claw_eval_tasks: Path) -> None:
+    """With a Claw-Eval checkout, the note names the file Claw-Eval's server defaults to: the zh task
+    that *is* that default gets no note (Claw-Eval serves its own records), its English twin names
+    the zh file it would get instead."""
+    from coworkenv.claweval.upstream import find_checkout
+
+    if find_checkout() is None:
+        pytest.skip("no Claw-Eval checkout to read the servers' defaults from")
+    _, zh = import_task(claw_eval_tasks / "T013zh_meeting_notes")
+    assert not [n for n in zh if "sets no" in n]
+    _, en = import_task(claw_eval_tasks / "T014_meeting_notes")
+    (note,) = [n for n in en if "sets no NOTES_FIXTURES" in n]
+    assert "(tasks/T013zh_meeting_notes/fixtures/notes/meetings.json), not this task's" in note
+    flagged = {
+        d.name
+        for d in claw_eval_tasks.iterdir()
+        if (d / "task.yaml").is_file() and any("sets no" in n for n in import_task(d)[1])
+    }
+    assert flagged == {
+        "T014_meeting_notes",
+        "T016_kb_search",
+        "T020_inventory_check",
+        "T022_newsletter_curation",
+        "T028_api_config_audit",
+    }
 
 
 def test_no_imported_task_has_an_alternate_route_to_a_forbidden_effect(claw_eval_tasks: Path) -> None:

@@ -368,6 +368,11 @@ class Sides:
     def our_audit(self, service: str) -> Any:
         return _body(self.client.get(f"/{service}/audit", headers=self._operator))
 
+    @property
+    def operator(self) -> dict[str, str]:
+        """The operator's headers (audit, state, reset of our side), as a grader sends them."""
+        return dict(self._operator)
+
 
 def run(
     tasks_dir: Path, checkout: Path, only: list[str] | None = None, profile: ServiceProfile = "claw-eval"

@@ -292,13 +292,33 @@ def _fixture_files(svc: _ServiceDef, task_dir: Path, root: Path) -> tuple[list[P
     if from_env:
         return from_env, notes
     own = sorted((task_dir / "fixtures" / svc.name).glob("*.json"))
-    if own:  # where we choose to differ from Claw-Eval, said per task
+    default = _claw_eval_default(svc.name, root)
+    if own and (default is None or default not in {p.resolve() for p in own}):  # we differ: said per task
+        which = ""
+        if default is not None:
+            which = f" ({_shown(default, root)}{'' if default.is_file() else ', absent'})"
         notes.append(
             f"service {svc.name}: task.yaml sets no {svc.name.upper()}_FIXTURES, so Claw-Eval's service "
-            f"would serve its own default fixture file, not this task's; served here: this task's "
+            f"would serve its own default fixture file{which}, not this task's; served here: this task's "
             f"fixtures/{svc.name}/ ({', '.join(p.name for p in own)})"
         )
     return own, notes
+
+
+def _claw_eval_default(service: str, root: Path) -> Path | None:
+    """The file Claw-Eval's ``service`` loads when no ``*_FIXTURES`` is set, where a Claw-Eval
+    checkout is found to read it from (:func:`coworkenv.claweval.upstream.resolved_fixture`)."""
+    from coworkenv.claweval.upstream import find_checkout, resolved_fixture
+
+    checkout = find_checkout()
+    return None if checkout is None else resolved_fixture(checkout, root, service, {})
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _records(task: _ClawTask, task_dir: Path, root: Path, source: Path) -> tuple[dict[str, Any], list[str]]:

@@ -68,7 +68,7 @@ from coworkenv.serve.access import (
 )
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
-from coworkenv.services.trial import NO_BODY, Host, LoadedTask, Trial
+from coworkenv.services.trial import NO_BODY, NULL_BODY, Host, LoadedTask, Trial
 
 TRIAL_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _TRIAL_FIELDS = frozenset({"task_id", "trial_id", "faults", "now"})
@@ -337,7 +337,8 @@ class _Api:
             return error_response("method_not_allowed", f"{tdef.route} takes POST with a JSON body", 405)
         if request.headers.get("x-health-check") == "1":  # Claw-Eval's readiness probe: not a call
             return json_response({"status": "ok", "service": tdef.service})
-        args, bad = await _json_body(request, missing=NO_BODY if trial.task.profile == "claw-eval" else {})
+        claw = trial.task.profile == "claw-eval"
+        args, bad = await _json_body(request, NO_BODY if claw else {}, NULL_BODY if claw else None)
         if bad is not None:
             return bad
         res = trial.call(tdef.name, args)
@@ -350,14 +351,17 @@ class _Api:
         return json_response(res.body, res.status, headers)
 
 
-async def _json_body(request: Request, missing: Any = None) -> tuple[Any, Response | None]:
-    """The decoded body; ``missing`` (default ``{}``) when there is none or it is JSON ``null``."""
+async def _json_body(request: Request, missing: Any = None, null: Any = None) -> tuple[Any, Response | None]:
+    """The decoded body; ``missing`` (default ``{}``) when there is none, ``null`` (default: as
+    ``missing``, if given) when it is JSON ``null``."""
     raw = await request.body()
     if not raw.strip():
         return ({} if missing is None else missing), None
     try:
         data = orjson.loads(raw)
-        return ((missing if missing is not None else data) if data is None else data), None
+        if data is None:
+            data = null if null is not None else missing
+        return data, None
     except orjson.JSONDecodeError as e:
         return None, error_response("invalid_json", f"request body is not valid JSON: {e}", 400)
 

@@ -239,7 +239,8 @@ class LaxArgs(BaseModel):
 
 
 ErrorStyle = Literal["coworkenv", "fastapi"]
-_NOT_AN_OBJECT = "Input should be a valid dictionary or object to extract fields from"
+NOT_AN_OBJECT = "Input should be a valid dictionary or object to extract fields from"
+"""FastAPI's message for a body that is not an object (``model_attributes_type``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,9 +285,9 @@ class ToolDef:
         if args is not None and not isinstance(args, Mapping):
             if self.error_style == "fastapi":  # FastAPI's answer to a body that is not an object
                 detail = [
-                    {"type": "model_attributes_type", "loc": ["body"], "msg": _NOT_AN_OBJECT, "input": args}
+                    {"type": "model_attributes_type", "loc": ["body"], "msg": NOT_AN_OBJECT, "input": args}
                 ]
-                raise ToolError("invalid_arguments", _NOT_AN_OBJECT, 422, body={"detail": detail})
+                raise ToolError("invalid_arguments", NOT_AN_OBJECT, 422, body={"detail": detail})
             raise invalid(f"arguments of {self.name} must be a JSON object, got {type(args).__name__}")
         try:
             model = self.args_model.model_validate(dict(args or {}))
@@ -437,9 +438,10 @@ class Service:
     def table(self, name: str) -> Table:
         return self._tables[name]
 
-    def no_body_args(self, tdef: ToolDef) -> Mapping[str, Any]:
-        """The arguments of a call whose HTTP request carried no body: none (the tool's defaults;
-        a required one is then missing, as for ``{}``). The Claw-Eval profile answers as FastAPI."""
+    def no_body_args(self, tdef: ToolDef, null: bool = False) -> Mapping[str, Any]:
+        """The arguments of a call whose HTTP request carried no body (or, ``null``, JSON ``null``):
+        none (the tool's defaults; a required one is then missing, as for ``{}``). The Claw-Eval
+        profile answers as FastAPI."""
         return {}
 
     def emit(self, action_key: str, record: Mapping[str, Any]) -> None:

@@ -175,11 +175,13 @@ def _load_claw_eval(spec: TaskSpec, source: str) -> LoadedTask:
 
 
 class _NoBody(dict[str, Any]):
-    """The arguments of an HTTP request that sent no body (or JSON ``null``): empty, and told apart
-    by identity (:data:`NO_BODY`) — Claw-Eval's services answer it unlike ``{}``."""
+    """The arguments of an HTTP request that sent no body (:data:`NO_BODY`) or JSON ``null``
+    (:data:`NULL_BODY`): empty, and told apart by identity — Claw-Eval's services answer each unlike
+    ``{}`` (a required body is ``missing`` without one, not an object with ``null``)."""
 
 
 NO_BODY: Mapping[str, Any] = _NoBody()
+NULL_BODY: Mapping[str, Any] = _NoBody()
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +280,8 @@ class Trial:
         try:
             if tdef.method == "claw_not_served":  # a route Claw-Eval lacks: 404 whatever the body
                 args = {}
-            elif args is NO_BODY:  # an HTTP request without a body: what the service's handler gets
-                args = svc.no_body_args(tdef)
+            elif args is NO_BODY or args is NULL_BODY:  # what the service's handler gets for no body
+                args = svc.no_body_args(tdef, null=args is NULL_BODY)
             parsed = tdef.parse_args(args)
             event.args = parsed
             result = getattr(svc, tdef.method)(**parsed)

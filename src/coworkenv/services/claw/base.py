@@ -8,6 +8,9 @@ Contract (what every service of this profile shares, measured against Claw-Eval'
 * arguments are taken as a FastAPI body model takes them: unknown keys ignored, lax coercion,
   invalid ones answered 422 ``{"detail": [...]}``;
 * an unknown id is answered 200 ``{"error": "<Kind> <id> not found"}`` (no state change);
+* no body and a JSON ``null`` body are told apart (:meth:`ClawService.no_body_args`), and the audit
+  body lists its collections in Claw-Eval's order (``audit_keys``), so answers match byte for byte
+  (``coworkenv parity --mode identical``);
 * a fixture row lacking a field a handler reads fails the call with 500, as theirs does;
 * the clock is the trial's frozen instant (Claw-Eval reads the wall clock on every call; a
   frozen instant is what makes a run replay).
@@ -24,6 +27,7 @@ from typing import Any, ClassVar
 
 from coworkenv.errors import SpecError, SpecIssue, ToolError
 from coworkenv.services.service import (
+    NOT_AN_OBJECT,
     LaxArgs,
     Record,
     Service,
@@ -64,14 +68,16 @@ class ClawService(Service):
     """Tool -> the arguments its Claw-Eval handler takes when the request has no body (theirs are
     ``req: Model | None = None``, defaulted), where those are not the model's own defaults."""
 
-    def no_body_args(self, tdef: Any) -> Mapping[str, Any]:
-        """A bodiless request, as FastAPI answers it: a handler whose body is optional runs with its
-        defaults (``no_body``); one whose body is required is a 422 on ``["body"]``."""
+    def no_body_args(self, tdef: Any, null: bool = False) -> Mapping[str, Any]:
+        """A bodiless (or, ``null``, JSON ``null``) request, as FastAPI answers it: a handler whose
+        body is optional runs with its defaults (``no_body``); one whose body is required is a 422 on
+        ``["body"]`` — ``missing`` without a body, ``model_attributes_type`` for ``null``."""
         if tdef.name in self.no_body:
             return self.no_body[tdef.name]
         required = [n for n, f in tdef.args_model.model_fields.items() if f.is_required()]
         if required:
-            detail = [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
+            kind, msg = ("model_attributes_type", NOT_AN_OBJECT) if null else ("missing", "Field required")
+            detail = [{"type": kind, "loc": ["body"], "msg": msg, "input": None}]
             raise ToolError("invalid_arguments", "request body required", 422, body={"detail": detail})
         return {}
 

@@ -24,6 +24,7 @@ def _parse(value: str) -> datetime:
 class ClawGmail(ClawService):
     name = "gmail"
     key = "message_id"
+    audit_keys = ("sent_messages", "drafts")  # the order of Claw-Eval's audit body
     kind = "Message"
 
     def seed(self) -> None:
@@ -174,6 +175,7 @@ class ClawRss(ClawService):
 class ClawConfig(ClawService):
     name = "config"
     key = "integration_id"
+    audit_keys = ("updates", "notifications")
     kind = "Integration"
 
     @tool("/config/integrations")

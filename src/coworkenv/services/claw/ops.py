@@ -17,6 +17,7 @@ from coworkenv.services.service import tool
 class ClawHelpdesk(ClawService):
     name = "helpdesk"
     key = "ticket_id"
+    audit_keys = ("closed", "updated_tickets")  # the order of Claw-Eval's audit body
     kind = "Ticket"
 
     @tool("/helpdesk/tickets")

@@ -26,6 +26,7 @@ def _parse(value: str) -> datetime:
 class ClawTodo(ClawService):
     name = "todo"
     key = "task_id"
+    audit_keys = ("deleted", "updated_tasks")  # the order of Claw-Eval's audit body
     kind = "Task"
 
     @tool("/todo/tasks")
@@ -87,6 +88,7 @@ class ClawTodo(ClawService):
 class ClawScheduler(ClawService):
     name = "scheduler"
     key = "job_id"
+    audit_keys = ("created_jobs", "updated_jobs", "deleted_jobs")
     kind = "Job"
 
     @tool("/scheduler/jobs")
@@ -206,6 +208,7 @@ def _day(text: str) -> datetime | None:
 class ClawCalendar(ClawService):
     name = "calendar"
     key = "event_id"
+    audit_keys = ("deleted", "created_events")
     kind = "Event"
 
     def seed(self) -> None:
