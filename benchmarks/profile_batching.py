@@ -7,6 +7,7 @@ top functions by own time: the model's matmuls (``linear``), the per-request att
 request's KV (``scaled_dot_product_attention``) and sampling (``sort``/``multinomial``). Run it alone:
 
     .venv/bin/python benchmarks/profile_batching.py [--requests 16 --shared 900 --own 200 --new 128]
+        [--attention cascade|grouped|per_request --sampler batched|per_row --matmul fp32|bf16|auto]
 """
 
 from __future__ import annotations
@@ -33,13 +34,24 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", dest="top_p", type=float, default=0.95)
     ap.add_argument("--top", type=int, default=15, help="functions to print")
+    ap.add_argument("--attention", default="cascade", help="cascade, grouped or per_request")
+    ap.add_argument("--sampler", default="batched", help="batched or per_row")
+    ap.add_argument("--matmul", default="fp32", help="fp32, bf16 or auto")
     args = ap.parse_args()
     load = os.getloadavg()
 
     model, tok = load_causal_lm(str(embedded_checkpoint()))
     model.eval()
     end_ids = frozenset({tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id})
-    engine = BatchEngine(model, end_ids=end_ids, decode=tok.decode, seed=0)
+    engine = BatchEngine(
+        model,
+        end_ids=end_ids,
+        decode=tok.decode,
+        seed=0,
+        attention=args.attention,
+        sampler=args.sampler,
+        matmul=args.matmul,
+    )
     prof = cProfile.Profile()
     loop = engine._loop
 
@@ -66,7 +78,7 @@ def main() -> None:
         f"load average at start {tuple(round(x, 2) for x in load)}; torch threads {torch.get_num_threads()}"
     )
     print(f"wall {wall:.1f} s, generated {generated} tokens, {generated / wall:.1f} tok/s")
-    print(f"engine: {engine.stats.as_dict()}")
+    print(f"engine: {engine.options} {engine.stats.as_dict()}")
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
     print(out.getvalue())

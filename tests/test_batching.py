@@ -217,3 +217,229 @@ def test_real_smollm2_batched_logprobs_match_a_recomputed_forward_pass() -> None
     assert b.engine is not None
     assert b.engine.stats.prefill_cached > 0
     b.close()
+
+
+# ---------------------------------------------------------------- the engine's levers (issue 32)
+
+
+def engine(model: Any, tokenizer: Any, **kw: Any) -> Any:
+    from coworkenv.proxy.backends.batching import BatchEngine
+
+    return BatchEngine(model, end_ids=frozenset(), decode=tokenizer.decode, seed=3, **kw)
+
+
+def shared_prefix_workload(model: Any, tokenizer: Any, **kw: Any) -> tuple[list[Any], Any]:
+    """Prompts sharing prefixes of several lengths, a request joining mid-decode, a continuation:
+    mixed prefill and decode steps, blocks read at different widths. Greedy, so tokens compare."""
+    eng = engine(model, tokenizer, step_tokens=48, **kw)
+    g = torch.Generator().manual_seed(1)
+    trunk = torch.randint(100, 40_000, (70,), generator=g).tolist()
+    own = [torch.randint(100, 40_000, (k,), generator=g).tolist() for k in (9, 25, 3, 40)]
+    prompts = [trunk + own[0], trunk + own[1], trunk[:50] + own[2], trunk + own[0][:5] + own[3]]
+    first = [eng.submit(p, 14, 0.0, 1.0) for p in prompts[:3]]
+    while eng.stats.decoded < 4:
+        time.sleep(0.005)
+    late = eng.submit(prompts[3], 10, 0.0, 1.0)  # joins while the others decode
+    results = [f.result(60) for f in (*first, late)]
+    cont = prompts[0] + list(results[0].output_ids) + own[2]  # the first rollout's next call
+    results.append(eng.submit(cont, 6, 0.0, 1.0).result(60))
+    eng.close()
+    return [*prompts, cont], (results, eng.stats)
+
+
+def test_cascade_attention_equals_per_request_attention(tiny: Any, tokenizer: Any) -> None:
+    """Shared-prefix (cascade) and grouped attention: the same greedy tokens and logprobs within fp32
+    rounding as one SDPA per request over a private copy, and equal to a fresh forward pass."""
+    from coworkenv.proxy.backends.embedded import processed_logprobs
+
+    prompts, (plain, plain_stats) = shared_prefix_workload(tiny, tokenizer, attention="per_request")
+    assert plain_stats.shared_rows == 0
+    for mode in ("cascade", "grouped"):
+        _, (results, stats) = shared_prefix_workload(tiny, tokenizer, attention=mode)
+        assert (stats.shared_rows > 0) == (mode == "cascade")  # blocks read together
+        assert stats.prefill_cached == plain_stats.prefill_cached > 0  # the same prefix-cache hits
+        for prompt, a, b in zip(prompts, results, plain, strict=True):
+            assert a.output_ids == b.output_ids
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+            seq = torch.tensor([[*prompt, *a.output_ids]])
+            with torch.no_grad():
+                logits = tiny(input_ids=seq).logits[0, len(prompt) - 1 : -1]
+            fresh = processed_logprobs(logits, 0.0, 1.0)
+            want = [float(fresh[i, t]) for i, t in enumerate(a.output_ids)]
+            assert a.logprobs == pytest.approx(want, abs=1e-4)
+
+
+def test_shared_blocks_split_in_place_and_deepen(tiny: Any, tokenizer: Any) -> None:
+    """A sequence first shared over a short header is split in place (the block is a view of its
+    KV); a later request sharing much more moves it onto a longer block. Greedy outputs equal the
+    per-request engine's either way."""
+    g = torch.Generator().manual_seed(4)
+    header, body = (torch.randint(100, 40_000, (k,), generator=g).tolist() for k in (20, 60))
+    tails = [torch.randint(100, 40_000, (6,), generator=g).tolist() for _ in range(3)]
+    prompts = [header + body + tails[0], header + tails[1], header + body + tails[2]]
+    runs = {}
+    for mode in ("cascade", "per_request"):
+        eng = engine(tiny, tokenizer, attention=mode)
+        first = eng.submit(prompts[0], 30, 0.0, 1.0)  # still running when the others attach
+        while eng.stats.decoded < 2:
+            time.sleep(0.005)
+        second = eng.submit(prompts[1], 4, 0.0, 1.0).result(60)
+        if mode == "cascade":
+            owner = eng._running[0].seq
+            assert owner.base_len == len(header)  # split in place: the block is a view of its KV
+            assert owner.base.kv.untyped_storage().data_ptr() == owner.kv.untyped_storage().data_ptr()
+        third = eng.submit(prompts[2], 4, 0.0, 1.0).result(60)
+        if mode == "cascade":
+            assert owner.base_len == len(header) + len(body)  # moved onto the longer block
+        runs[mode] = [first.result(60), second, third]
+        eng.close()
+    for a, b in zip(runs["cascade"], runs["per_request"], strict=True):
+        assert a.output_ids == b.output_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_cascade_kernel_matches_sdpa_on_random_spans(tiny: Any, tokenizer: Any) -> None:
+    """The block + suffix split merged by log-sum-exp equals SDPA over the concatenated KV, for
+    prefill chunks (causal inside the chunk) and single decode rows, blocks read at two widths."""
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    from coworkenv.proxy.backends.batching import _Block, _Seq
+
+    eng = engine(tiny, tokenizer)
+    layers, kvh, hd, heads = eng.layers, eng.kv_heads, eng.head_dim, eng.heads
+    g = torch.Generator().manual_seed(0)
+    block = _Block(kv=torch.randn(layers, 2, kvh, 40, hd, generator=g))
+    specs = [(40, 7, 1), (40, 12, 5), (30, 3, 1), (30, 0, 6)]  # (base_len, own before, fed now)
+    seqs, spans, members, start = [], [], [], 0
+    for base_len, own, n in specs:
+        seq = _Seq(ids=[], kv=torch.randn(layers, 2, kvh, own + n, hd, generator=g), base=block)
+        seq.base_len, seq.length = base_len, base_len + own
+        mask = None
+        if n > 1:
+            allowed = torch.arange(own + n)[None, :] <= torch.arange(n)[:, None] + own
+            mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf")).repeat(heads // kvh, 1)
+        members.append(len(spans))
+        spans.append((seq, start, n, mask))
+        seqs.append(seq)
+        start += n
+    q = torch.randn(1, heads, start, hd, generator=g)
+    plan = eng._cascade_plan(spans, members)
+    for li in range(layers):
+        out = torch.zeros_like(q)
+        eng._cascade(plan, li, q, out, spans=spans, scale=0.125)
+        for seq, s, n, _ in spans:
+            keys = torch.cat([block.kv[li, :, :, : seq.base_len], seq.kv[li, :, :, : seq.own + n]], dim=2)
+            allowed = torch.arange(keys.shape[2])[None, :] <= torch.arange(n)[:, None] + seq.length
+            ref = sdpa(
+                q[:, :, s : s + n],
+                keys[0][None],
+                keys[1][None],
+                attn_mask=allowed,
+                scale=0.125,
+                enable_gqa=True,
+            )
+            assert torch.allclose(out[:, :, s : s + n], ref, atol=1e-5), (li, s, n)
+    eng.close()
+
+
+def test_the_batched_sampler_has_the_old_samplers_logprobs_and_distribution() -> None:
+    """Batched sampling (one top-k / log-softmax over the rows, inverse CDF per row with the row's
+    own generator): logprobs bit-equal to processed_logprobs row by row at mixed settings, greedy
+    rows equal to argmax, and the same distribution as torch.multinomial on fixed seeds."""
+    from coworkenv.proxy.backends.embedded import processed_logprobs, processed_logprobs_batch, sample_batch
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(12):
+        x = torch.randn(8, 49152, generator=g) * (0.5, 1.0, 3.0, 8.0)[trial % 4]
+        x[1, :10] = x[1].max() + 1  # a tie at the top
+        x[2, 5] += 30.0  # one dominant token: top-p settles inside the first candidates
+        temps = [(0.7, 1.0, 1.3, 0.0)[(trial + i) % 4] for i in range(8)]
+        tops = [(0.5, 0.9, 0.95, 1.0, 0.999999)[(trial * 3 + i) % 5] for i in range(8)]
+        batch = processed_logprobs_batch(x, temps, tops)
+        for i in range(8):
+            assert torch.equal(batch[i], processed_logprobs(x[i], temps[i], tops[i])), (trial, i)
+        gens = [torch.Generator().manual_seed(i) for i in range(8)]
+        tokens, lps = sample_batch(x, temps, tops, gens)
+        for i, (t, lp) in enumerate(zip(tokens, lps, strict=True)):
+            assert lp == float(batch[i, t])
+            assert lp > float("-inf")
+            if temps[i] <= 0:
+                assert t == int(torch.argmax(x[i]))
+    # the distribution: a small vocabulary, many draws, both samplers against the exact probabilities
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0, 1.5, 0.2])
+    exact = processed_logprobs(logits, 0.9, 0.9).exp()
+    draws = 20_000
+    gens = [torch.Generator().manual_seed(100 + i) for i in range(draws)]
+    new, _ = sample_batch(logits.expand(draws, -1), [0.9] * draws, [0.9] * draws, gens)
+    old_gen = torch.Generator().manual_seed(5)
+    old = [int(torch.multinomial(exact, 1, generator=old_gen)) for _ in range(draws)]
+    for sample in (new, old):
+        freq = torch.bincount(torch.tensor(sample), minlength=8).float() / draws
+        assert torch.allclose(freq, exact, atol=0.015)
+        assert freq[exact == 0].sum() == 0  # nothing outside the nucleus
+    # each request's tokens depend only on its own generator
+    again, _ = sample_batch(
+        logits.expand(3, -1), [0.9] * 3, [0.9] * 3, [torch.Generator().manual_seed(100 + i) for i in range(3)]
+    )
+    assert again == new[:3]
+
+
+def test_engine_options_are_checked_and_reported(tiny: Any, tokenizer: Any) -> None:
+    eng = engine(tiny, tokenizer, attention="per_request", sampler="per_row", matmul="fp32")
+    assert eng.options == {"attention": "per_request", "sampler": "per_row", "matmul": "fp32"}
+    eng.close()
+    with pytest.raises(BackendError, match="attention"):
+        engine(tiny, tokenizer, attention="paged")
+
+
+def test_bf16_matmuls_keep_logprobs_close_to_the_fp32_recomputation(tiny: Any, tokenizer: Any) -> None:
+    """matmul="bf16": the linears run on bf16 copies (fp32 weights kept for training); the captured
+    logprobs stay within bf16 rounding of the trainer's fp32 recomputation, and a weight swap
+    refreshes the copies."""
+    from coworkenv.proxy.backends.embedded import tiny_random_model
+
+    eng = engine(tiny, tokenizer, matmul="bf16")
+    assert eng.options["matmul"] == "bf16"
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(100, 40_000, (60,), generator=g).tolist()
+    gen = eng.submit(prompt, 12, 1.0, 1.0).result(60)
+    assert eng._w16  # the bf16 copies were made
+    seq = torch.tensor([[*prompt, *gen.output_ids]])
+    with torch.no_grad():
+        fresh = torch.log_softmax(tiny(input_ids=seq).logits[0, len(prompt) - 1 : -1].float(), dim=-1)
+    delta = [
+        abs(lp - float(fresh[i, t]))
+        for i, (t, lp) in enumerate(zip(gen.output_ids, gen.logprobs, strict=True))
+    ]
+    assert max(delta) < 0.1
+    new = tiny_random_model(tokenizer, seed=9, layers=3)
+    eng.swap(lambda: tiny.load_state_dict(new.state_dict()), "v1")
+    assert not eng._w16  # dropped at the swap, remade from the new weights at the next step
+    eng.close()
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_beside_the_decodes(tiny: Any, tokenizer: Any) -> None:
+    """Chunked prefill: with ``step_tokens`` 32 a 150-token prompt takes several steps, and every one
+    of them also decodes the running request (a long prompt never stalls the batch)."""
+    eng = engine(tiny, tokenizer, step_tokens=32)
+    plans: list[list[tuple[int, int]]] = []
+    real = eng._plan
+
+    def recorded(batch: Any) -> Any:
+        plan = real(batch)
+        plans.append([(len(r.out), n) for r, n in plan])
+        return plan
+
+    eng._plan = recorded
+    g = torch.Generator().manual_seed(6)
+    running = eng.submit(torch.randint(100, 40_000, (20,), generator=g).tolist(), 40, 1.0, 1.0)
+    while eng.stats.decoded < 2:
+        time.sleep(0.005)
+    long = eng.submit(torch.randint(100, 40_000, (150,), generator=g).tolist(), 3, 1.0, 1.0)
+    long.result(60)
+    running.result(60)
+    eng.close()
+    mixed = [p for p in plans if any(n > 1 for _, n in p)]
+    assert len(mixed) >= 5  # 150 tokens in chunks of at most 31
+    assert all(sum(n for _, n in p) <= 32 for p in plans)
+    assert sum(1 for p in mixed if any(out > 0 and n == 1 for out, n in p)) >= 4  # decoding beside

@@ -6,7 +6,11 @@
   options ``seed``, ``temperature``, ``top_p``, ``max_tokens``, ``codec``, ``version``, and the
   engine's: ``engine`` (``batched``, the default: continuous batching + prefix KV cache; or
   ``serial``), ``max_batch`` (concurrent requests per step, 32), ``cache_tokens`` (prefix-cache
-  budget in tokens, 65536).
+  budget in tokens, 65536), ``step_tokens`` (tokens forwarded per step: a decode token per running
+  request, prompt chunks in the rest, 512), ``attention`` (``cascade``, the default: a shared
+  prefix's KV read once per step for all requests sharing it; ``grouped``; or ``per_request``),
+  ``sampler`` (``batched``, the default; or ``per_row``), ``matmul`` (``fp32``, the default;
+  ``bf16``; ``auto``: bf16 where the CPU computes it natively).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
   ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
 * ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
@@ -35,7 +39,7 @@ from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 KINDS = ("embedded", "scripted", "vllm", "sglang", "openai", "passthrough")
 
 _FLOATS = ("temperature", "top_p", "fault_rate")
-_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens")
+_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens", "step_tokens")
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
@@ -101,6 +105,10 @@ def make_backend(spec: str) -> Backend:
                 "engine",
                 "max_batch",
                 "cache_tokens",
+                "step_tokens",
+                "attention",
+                "sampler",
+                "matmul",
             ),
         )
         if "max_tokens" in opts:

@@ -5,22 +5,41 @@ worker thread. :meth:`BatchEngine.submit` queues a prompt (token ids) and return
 ``concurrent.futures.Future`` of a :class:`Generation`; requests join the running batch at the next
 step and leave it the step they finish, so every concurrent rollout is served by the same forward
 passes. Each step forwards one flat sequence of tokens — one new token per decoding request plus
-chunks of prompts being prefilled — through the model's own modules (its projections, norms, MLPs
-and rotary embedding; attention runs per request over that request's own KV).
+chunks of prompts being prefilled, within ``step_tokens`` (chunked prefill: a long prompt is fed a
+chunk per step beside the decodes, never stalling them) — through the model's own modules (its
+projections, norms, MLPs and rotary embedding; attention is the engine's own, below).
 
 Prefix cache: the KV of every finished request (its prompt and all but the last output token) is
 kept, up to ``cache_tokens`` tokens, least recently used evicted first. A new prompt starts from the
 longest common token prefix among cached and running sequences, so a task's shared system prompt
 and tool list, and a rollout's own history, are prefilled once. A continuation takes the cached
-entry over in place; a shared prefix is copied. Keys are stored after the rotary embedding, so a
-reused prefix is exactly what a fresh prefill would compute (up to float summation order).
+entry over in place. Keys are stored after the rotary embedding, so a reused prefix is exactly what
+a fresh prefill would compute (up to float summation order).
 
+Attention (``attention=``): ``per_request`` copies a shared prefix into each new sequence and runs
+one SDPA per request and layer over its own KV. ``grouped`` does the same with a kernel that takes
+the query heads of each KV head as rows (no expansion of the KV for grouped-query attention) and
+returns the log-sum-exp. ``cascade`` (the default) is ``grouped`` plus shared blocks: a shared
+prefix is not copied — the sequence it came from is split in place into a block (its first tokens,
+never written again) and its own rest — and every request reading that block attends over it in
+one call per layer and step (outputs and log-sum-exp), over its own suffix separately, the two
+merged by log-sum-exp. All three give the same attention up to float rounding (tested).
+
+Sampling (``sampler=``): ``batched`` (the default) samples every request finishing a step in one
+pass (:func:`~coworkenv.proxy.backends.embedded.sample_batch`); ``per_row`` is the earlier loop.
 Logprobs are those of the distribution each token was sampled from (see
-:func:`~coworkenv.proxy.backends.embedded.processed_logprobs`); every request has its own seeded
-``torch.Generator`` (seed, arrival number). :meth:`BatchEngine.swap` runs a weight change between
-steps once the running requests have finished (no new request is admitted meanwhile), then drops
-the prefix cache, so no response ever mixes two policies. A failure inside a step fails only the
-requests that step touched; :meth:`BatchEngine.cancel` frees a request's batch slot and KV.
+:func:`~coworkenv.proxy.backends.embedded.processed_logprobs`, bit for bit in both samplers); every
+request has its own seeded ``torch.Generator`` (seed, arrival number), so a request's tokens never
+depend on what else shares the batch. ``matmul="bf16"`` runs the decoder's linear layers on bf16
+copies of their weights, made at first use and after every swap (the fp32 weights stay for
+training; attention, KV, norms, the LM head and logprobs stay float32); ``auto`` picks it where
+the CPU computes bf16 natively; ``fp32`` is the default. Its logprobs then differ from the
+trainer's fp32 recomputation by bf16 rounding (measured by ``benchmarks/bench_generation.py``).
+
+:meth:`BatchEngine.swap` runs a weight change between steps once the running requests have finished
+(no new request is admitted meanwhile), then drops the prefix cache, so no response ever mixes two
+policies. A failure inside a step fails only the requests that step touched;
+:meth:`BatchEngine.cancel` frees a request's batch slot and KV.
 """
 
 from __future__ import annotations
@@ -41,6 +60,9 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = frozenset({"llama", "qwen2"})
 MIN_SHARED = 16  # shorter common prefixes are not worth a copy
+ATTENTIONS = ("cascade", "grouped", "per_request")
+SAMPLERS = ("batched", "per_row")
+MATMULS = ("fp32", "bf16", "auto")
 
 
 @dataclass(frozen=True)
@@ -65,22 +87,52 @@ class EngineStats:
     failed: int = 0
     cancelled: int = 0
     max_batch_seen: int = 0
+    shared_rows: int = 0  # query rows that read a shared prefix block together with others
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
+@dataclass(eq=False)
+class _Block:
+    """A shared prefix's KV, (layers, 2, kv_heads, length, dim): never written after it is made."""
+
+    kv: Any
+
+
+@dataclass(frozen=True)
+class _Cascade:
+    """One step's plan for the spans sharing a block: the block, their query rows (flat positions),
+    the keys read from the block, an additive mask of those keys per query row (None when every
+    span reads them all) and the spans' indices."""
+
+    block: _Block
+    idx: Any
+    width: int
+    mask: Any
+    members: list[int]
+
+
 @dataclass
 class _Seq:
-    """A token sequence and the KV of its first ``length`` tokens: (layers, 2, kv_heads, cap, dim)."""
+    """A token sequence and the KV of its first ``length`` tokens. The first ``base_len`` positions
+    are read from ``base`` (a prefix shared with other sequences), the rest from its own ``kv``:
+    (layers, 2, kv_heads, cap, dim) holding positions ``base_len ..``."""
 
     ids: list[int]
     kv: Any
     length: int = 0
+    base: _Block | None = None
+    base_len: int = 0
 
     @property
     def capacity(self) -> int:
-        return int(self.kv.shape[3])
+        return self.base_len + int(self.kv.shape[3])
+
+    @property
+    def own(self) -> int:
+        """Tokens whose KV lives in ``kv``."""
+        return self.length - self.base_len
 
 
 @dataclass(eq=False)
@@ -129,7 +181,16 @@ class BatchEngine:
         max_batch: int = 32,
         step_tokens: int = 512,
         cache_tokens: int = 65_536,
+        attention: str = "cascade",
+        sampler: str = "batched",
+        matmul: str = "fp32",
     ) -> None:
+        if attention not in ATTENTIONS or sampler not in SAMPLERS or matmul not in MATMULS:
+            raise BackendError(
+                "invalid_option",
+                f"attention={attention!r} sampler={sampler!r} matmul={matmul!r}: use attention in "
+                f"{ATTENTIONS}, sampler in {SAMPLERS}, matmul in {MATMULS}",
+            )
         if not supports(model):
             kind = getattr(getattr(model, "config", None), "model_type", "?")
             raise BackendError(
@@ -149,6 +210,22 @@ class BatchEngine:
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads)
         self.layers = len(model.model.layers)
         self.dtype = next(model.parameters()).dtype
+        self.cascade = attention == "cascade"
+        self.grouped = attention in ("cascade", "grouped")
+        self.batched_sampler = sampler == "batched"
+        if matmul == "auto":
+            from coworkenv.machine import native_bf16
+
+            matmul = "bf16" if native_bf16() else "fp32"
+        self.bf16 = matmul == "bf16" and self.dtype == torch.float32
+        weights = "fp32" if self.dtype == torch.float32 else str(self.dtype).removeprefix("torch.")
+        self.options = {
+            "attention": attention,
+            "sampler": sampler,
+            "matmul": "bf16" if self.bf16 else weights,
+        }
+        self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> bf16 (weight, bias), fused per owner
+        self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
         self.stats = EngineStats()
         self.version = version
         self._torch = torch
@@ -212,6 +289,7 @@ class BatchEngine:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
+                self._w16.clear()  # bf16 copies are remade from whatever the weights become
                 change()
                 self.version = version
                 self._cache.clear()
@@ -303,6 +381,7 @@ class BatchEngine:
 
     def _apply_swaps(self) -> None:
         for change, version, done in self._swaps:
+            self._w16.clear()
             try:
                 change()
             except BaseException as exc:
@@ -357,18 +436,30 @@ class BatchEngine:
         if best_seq is None or best_len < MIN_SHARED:
             seq = _Seq(ids=[], kv=self._alloc(need))
             best_len = 0
-        elif best_key is not None and best_len * 2 >= best_seq.length:
+        elif best_key is not None and best_len * 2 >= best_seq.length and best_len >= best_seq.base_len:
             # a continuation of a finished sequence: take the cache entry over in place
             seq = self._cache.pop(best_key)
             seq.length = best_len
             del seq.ids[best_len:]
             if seq.capacity < need:
-                kv = self._alloc(need)
-                kv[:, :, :, :best_len] = seq.kv[:, :, :, :best_len]
+                kv = self._alloc(need - seq.base_len)
+                kv[:, :, :, : seq.own] = seq.kv[:, :, :, : seq.own]
                 seq.kv = kv
+        elif self.cascade:
+            # read the common prefix from a shared block: no copy of it, one read per step for all
+            base, base_len = self._share(best_seq, best_len)
+            seq = _Seq(
+                ids=list(req.prompt[:best_len]),
+                kv=self._alloc(need - base_len),
+                length=best_len,
+                base=base,
+                base_len=base_len,
+            )
+            lo, hi = base_len - best_seq.base_len, best_len - best_seq.base_len
+            seq.kv[:, :, :, : hi - lo] = best_seq.kv[:, :, :, lo:hi]
         else:
             seq = _Seq(ids=list(req.prompt[:best_len]), kv=self._alloc(need), length=best_len)
-            seq.kv[:, :, :, :best_len] = best_seq.kv[:, :, :, :best_len]
+            seq.kv[:, :, :, :best_len] = best_seq.kv[:, :, :, :best_len]  # no bases without cascade
         req.seq = seq
         req.version = self.version
         req.cached = best_len
@@ -376,6 +467,27 @@ class BatchEngine:
         self.stats.requests += 1
         self.stats.prompt_tokens += len(req.prompt)
         self.stats.prefill_cached += best_len
+
+    def _share(self, seq: _Seq, length: int) -> tuple[_Block, int]:
+        """A block holding (a prefix of) ``seq``'s first ``length`` tokens, and how many of them it
+        holds. A sequence without a base is split in place (no copy): its first ``length`` positions
+        become the block, the rest stay its own; nothing ever writes below a sequence's
+        ``base_len`` again, so a block is immutable. A sequence whose block covers less than half
+        of ``length`` moves onto a new block of ``length`` tokens (one copy; the readers of the old
+        block keep it)."""
+        if seq.base is not None and (length <= seq.base_len or seq.base_len * 2 >= length):
+            return seq.base, min(length, seq.base_len)
+        if seq.base is not None:
+            kv = self._torch.empty((*seq.kv.shape[:3], length, self.head_dim), dtype=seq.kv.dtype)
+            kv[:, :, :, : seq.base_len] = seq.base.kv[:, :, :, : seq.base_len]
+            kv[:, :, :, seq.base_len :] = seq.kv[:, :, :, : length - seq.base_len]
+            seq.kv = seq.kv[:, :, :, length - seq.base_len :]
+            seq.base, seq.base_len = _Block(kv=kv), length
+            return seq.base, length
+        seq.base = _Block(kv=seq.kv[:, :, :, :length])
+        seq.kv = seq.kv[:, :, :, length:]
+        seq.base_len = length
+        return seq.base, length
 
     def _retire(self, req: _Request) -> None:
         """Keep a finished request's sequence for later prefixes, within the token budget."""
@@ -434,11 +546,20 @@ class BatchEngine:
         if not finishing:
             return
         with torch.inference_mode():
-            logits = self.model.lm_head(hidden[0, ends])
+            logits = self.model.lm_head(hidden[0, ends])  # fp32 always: a few rows a step
         done: list[_Request] = []
-        for req, row in zip(finishing, logits, strict=True):
-            if self._sample(req, row):
-                done.append(req)
+        if self.batched_sampler:
+            from coworkenv.proxy.backends.embedded import sample_batch
+
+            tokens, lps = sample_batch(
+                logits,
+                [r.temperature for r in finishing],
+                [r.top_p for r in finishing],
+                [r.generator for r in finishing],
+            )
+            done = [r for r, t, lp in zip(finishing, tokens, lps, strict=True) if self._advance(r, t, lp)]
+        else:
+            done = [r for r, row in zip(finishing, logits, strict=True) if self._sample(r, row)]
         if done:
             with self._cond:
                 self._running = [r for r in self._running if r not in done]
@@ -446,7 +567,7 @@ class BatchEngine:
                     self._retire(req)
 
     def _sample(self, req: _Request, row: Any) -> bool:
-        """Sample the next token of ``req``; True when the request finished (its future is set)."""
+        """Sample the next token of ``req`` alone (``sampler="per_row"``); see :meth:`_advance`."""
         from coworkenv.proxy.backends.embedded import processed_logprobs
 
         torch = self._torch
@@ -455,8 +576,12 @@ class BatchEngine:
             token = int(torch.argmax(row))
         else:
             token = int(torch.multinomial(logp.exp(), 1, generator=req.generator))
+        return self._advance(req, token, float(logp[token]))
+
+    def _advance(self, req: _Request, token: int, logprob: float) -> bool:
+        """Append a sampled token; True when the request finished (its future is set)."""
         req.out.append(token)
-        req.lps.append(float(logp[token]))
+        req.lps.append(logprob)
         finish: FinishReason | None = None
         if token in self.end_ids or (
             req.stop_texts and any(s in self.decode(req.out[-16:]) for s in req.stop_texts)
@@ -471,8 +596,69 @@ class BatchEngine:
             req.future.set_result(Generation(tuple(req.out), tuple(req.lps), finish, req.version, req.cached))
         return True
 
+    # ------------------------------------------------------------------ the model
+
+    def _plain(self, *modules: Any) -> bool:
+        """Whether the bf16 path applies: bf16 matmuls asked for and every module a plain Linear."""
+        return self.bf16 and all(type(m) is self._torch.nn.Linear for m in modules)
+
+    def _linear(self, module: Any, x: Any) -> Any:
+        """``module(x)``; with bf16 matmuls a plain ``nn.Linear`` runs on a bf16 copy of its weights
+        (made at first use, dropped at every swap) and returns float32."""
+        if not self._plain(module):
+            return module(x)
+        w, b = self._bf16_weights(module, module)
+        return self._torch.nn.functional.linear(x.to(self._torch.bfloat16), w, b).float()
+
+    def _bf16_weights(self, owner: Any, *modules: Any) -> tuple[Any, Any]:
+        """bf16 copies of ``modules``' weights (and biases) stacked along the output dimension, so
+        linears reading the same input run as one matmul; cached under ``owner`` until a swap."""
+        got = self._w16.get(id(owner))
+        if got is None:
+            torch = self._torch
+            weight = torch.cat([m.weight.detach() for m in modules]).to(torch.bfloat16)
+            bias = None
+            if any(m.bias is not None for m in modules):
+                parts = [
+                    m.bias.detach() if m.bias is not None else torch.zeros(m.weight.shape[0]) for m in modules
+                ]
+                bias = torch.cat(parts).to(torch.bfloat16)
+            got = self._w16[id(owner)] = (weight, bias)
+        return got
+
+    def _qkv(self, attn: Any, x: Any) -> tuple[Any, Any, Any]:
+        """The query, key and value projections of ``x``; with bf16 matmuls one fused matmul."""
+        parts = (attn.q_proj, attn.k_proj, attn.v_proj)
+        if not self._plain(*parts):
+            return parts[0](x), parts[1](x), parts[2](x)
+        torch = self._torch
+        w, b = self._bf16_weights(attn, *parts)
+        y = torch.nn.functional.linear(x.to(torch.bfloat16), w, b).float()
+        q, k, v = y.split([int(p.weight.shape[0]) for p in parts], dim=-1)
+        return q, k, v
+
+    def _mlp(self, mlp: Any, x: Any) -> Any:
+        """The layer's MLP; with bf16 matmuls a Llama MLP (gate, up, down: plain linears) runs in
+        bf16 from its input (gate and up as one matmul) to the down projection's float32 output."""
+        torch = self._torch
+        gate, up, down = (getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj"))
+        if not hasattr(mlp, "act_fn") or not self._plain(gate, up, down):
+            return mlp(x)
+        assert gate is not None  # a plain Linear
+        lin = torch.nn.functional.linear
+        wgu, bgu = self._bf16_weights(mlp, gate, up)
+        wd, bd = self._bf16_weights(down, down)
+        gu = lin(x.to(torch.bfloat16), wgu, bgu)
+        width = int(gate.weight.shape[0])
+        return lin(mlp.act_fn(gu[..., :width]) * gu[..., width:], wd, bd).float()
+
     def _forward(self, plan: Sequence[tuple[_Request, int]], ids: Any, pos: Any) -> Any:
-        """The model's decoder over one flat token sequence; attention per request over its own KV."""
+        """The model's decoder over one flat token sequence. Attention: a request without a shared
+        base attends over its own KV in one call (``per_request``: SDPA, which expands the KV heads
+        for grouped-query attention; ``grouped`` and ``cascade``: a kernel fed the query heads of
+        each KV head as rows, no expansion); with ``cascade`` the requests sharing a base block
+        attend over it together (one call per block and layer, returning outputs and log-sum-exp),
+        each over its own suffix separately, merged by log-sum-exp."""
         torch = self._torch
         from torch.nn.functional import scaled_dot_product_attention as sdpa
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
@@ -481,43 +667,137 @@ class BatchEngine:
         total = ids.shape[1]
         h = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(h, position_ids=pos)
+        hd, heads, kvh = self.head_dim, self.heads, self.kv_heads
+        rep = heads // kvh
         spans: list[tuple[_Seq, int, int, Any]] = []
+        groups: dict[int, list[int]] = {}
         start = 0
         for req, n in plan:
-            assert req.seq is not None
-            past = req.seq.length
+            seq = req.seq
+            assert seq is not None
+            past = seq.own
             mask = None
             if n > 1:
                 cols = torch.arange(past + n)
                 rows = torch.arange(n).unsqueeze(1) + past
                 mask = cols.unsqueeze(0) <= rows
-            spans.append((req.seq, start, n, mask))
+            if seq.base is not None:
+                groups.setdefault(id(seq.base), []).append(len(spans))
+            if mask is not None and self.grouped:  # an additive mask, one row per query head
+                mask = torch.zeros(mask.shape).masked_fill(~mask, float("-inf")).repeat(rep, 1)
+            spans.append((seq, start, n, mask))
             start += n
-        hd, heads, kvh = self.head_dim, self.heads, self.kv_heads
+        cascades = [self._cascade_plan(spans, members) for members in groups.values()]
+        self.stats.shared_rows += sum(int(c.idx.shape[0]) for c in cascades if len(c.members) > 1)
         for li, layer in enumerate(inner.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(1, total, heads, hd).transpose(1, 2)
-            k = attn.k_proj(x).view(1, total, kvh, hd).transpose(1, 2)
-            v = attn.v_proj(x).view(1, total, kvh, hd).transpose(1, 2)
+            q, k, v = self._qkv(attn, x)
+            q = q.view(1, total, heads, hd).transpose(1, 2)
+            k = k.view(1, total, kvh, hd).transpose(1, 2)
+            v = v.view(1, total, kvh, hd).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             out = torch.empty_like(q)
             for seq, s, n, mask in spans:
-                past = seq.length
+                past = seq.own
                 cache = seq.kv[li]
                 cache[0, :, past : past + n] = k[0, :, s : s + n]
                 cache[1, :, past : past + n] = v[0, :, s : s + n]
-                out[:, :, s : s + n] = sdpa(
-                    q[:, :, s : s + n],
-                    cache[0, :, : past + n].unsqueeze(0),
-                    cache[1, :, : past + n].unsqueeze(0),
-                    attn_mask=mask,
-                    scale=attn.scaling,
-                    enable_gqa=heads != kvh,
-                )
-            h = h + attn.o_proj(out.transpose(1, 2).reshape(1, total, heads * hd))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+                if seq.base is None and self.grouped:
+                    o, _ = self._attend(
+                        q[0, :, s : s + n].reshape(1, kvh, -1, hd),
+                        cache[0, :, : past + n].unsqueeze(0),
+                        cache[1, :, : past + n].unsqueeze(0),
+                        mask,
+                        attn.scaling,
+                    )
+                    out[0, :, s : s + n] = o.reshape(heads, n, hd)
+                elif seq.base is None:
+                    out[:, :, s : s + n] = sdpa(
+                        q[:, :, s : s + n],
+                        cache[0, :, : past + n].unsqueeze(0),
+                        cache[1, :, : past + n].unsqueeze(0),
+                        attn_mask=mask,
+                        scale=attn.scaling,
+                        enable_gqa=heads != kvh,
+                    )
+            for plan_ in cascades:
+                self._cascade(plan_, li, q, out, spans=spans, scale=attn.scaling)
+            h = h + self._linear(attn.o_proj, out.transpose(1, 2).reshape(1, total, heads * hd))
+            h = h + self._mlp(layer.mlp, layer.post_attention_layernorm(h))
         return inner.norm(h)
+
+    def _cascade_plan(self, spans: Sequence[tuple[_Seq, int, int, Any]], members: list[int]) -> _Cascade:
+        """The :class:`_Cascade` of the spans ``members`` (which share one block) for this step."""
+        torch = self._torch
+        first = spans[members[0]][0]
+        assert first.base is not None
+        lens = [spans[m][0].base_len for m in members]
+        counts = [spans[m][2] for m in members]
+        idx = torch.cat([torch.arange(spans[m][1], spans[m][1] + spans[m][2]) for m in members])
+        width = max(lens)
+        pmask = None
+        if min(lens) < width:
+            row_len = torch.repeat_interleave(torch.tensor(lens), torch.tensor(counts))
+            allowed = torch.arange(width)[None, :] < row_len[:, None]
+            pmask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
+            pmask = pmask.repeat(self.heads // self.kv_heads, 1)
+        return _Cascade(first.base, idx, width, pmask, members)
+
+    def _cascade(
+        self,
+        plan: _Cascade,
+        li: int,
+        q: Any,
+        out: Any,
+        *,
+        spans: Sequence[tuple[_Seq, int, int, Any]],
+        scale: float,
+    ) -> None:
+        """Attention of the spans sharing ``plan.block`` in layer ``li``: every query row over the
+        block at once, each span over its own suffix, merged by log-sum-exp into ``out``."""
+        torch = self._torch
+        heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
+        idx, width = plan.idx, plan.width
+        rows = int(idx.shape[0])
+        qg = q[0].index_select(1, idx)  # (heads, rows, dim): query heads of one KV head are adjacent
+        kv = plan.block.kv[li]
+        keys, values = kv[0, :, :width].unsqueeze(0), kv[1, :, :width].unsqueeze(0)
+        o_pre, lse_pre = self._attend(qg.reshape(1, kvh, -1, hd), keys, values, plan.mask, scale)
+        o_pre, lse_pre = o_pre.reshape(heads, rows, hd), lse_pre.reshape(heads, rows)
+        o_own, lse_own = [], []
+        for m in plan.members:
+            seq, s, n, mask = spans[m]
+            cache = seq.kv[li]
+            upto = seq.own + n
+            o, lse = self._attend(
+                q[0, :, s : s + n].reshape(1, kvh, -1, hd),
+                cache[0, :, :upto].unsqueeze(0),
+                cache[1, :, :upto].unsqueeze(0),
+                mask,
+                scale,
+            )
+            o_own.append(o.reshape(heads, n, hd))
+            lse_own.append(lse.reshape(heads, n))
+        o_suf = torch.cat(o_own, dim=1) if len(o_own) > 1 else o_own[0]
+        lse_suf = torch.cat(lse_own, dim=1) if len(lse_own) > 1 else lse_own[0]
+        top = torch.maximum(lse_pre, lse_suf)
+        w_pre, w_suf = torch.exp(lse_pre - top), torch.exp(lse_suf - top)
+        merged = (o_pre * w_pre[..., None] + o_suf * w_suf[..., None]) / (w_pre + w_suf)[..., None]
+        out[0].index_copy_(1, idx, merged.to(out.dtype))
+
+    def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
+        """Attention of ``q`` (1, kv_heads, rows, dim) over ``k``/``v`` (1, kv_heads, keys, dim) with
+        an additive ``mask`` (rows, keys) or None: (output, log-sum-exp over the keys per row)."""
+        torch = self._torch
+        if self._flash is not None:
+            o, lse = self._flash(q, k, v, attn_mask=mask, scale=scale)
+            return o, lse
+        scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+        if mask is not None:
+            scores = scores + mask
+        lse = torch.logsumexp(scores, dim=-1)
+        return torch.matmul(torch.exp(scores - lse[..., None]), v), lse
 
 
 def _np() -> Any:

@@ -15,7 +15,11 @@ Temperature 0 means greedy decoding; the logprobs are then the model's (temperat
 Engines (``engine=``): ``batched`` (the default for Llama-family models) serves every concurrent
 request together with continuous batching and a prefix KV cache
 (:mod:`coworkenv.proxy.backends.batching`); each request samples with its own seeded generator
-(seed, arrival number). ``serial`` is the earlier engine, kept as the baseline and for other
+(seed, arrival number); its options ``step_tokens`` (chunked prefill: tokens per step),
+``attention`` (``cascade``, the default: requests sharing a prefix read its KV together),
+``sampler`` (``batched``, the default: one sampling pass per step, :func:`sample_batch`) and
+``matmul`` (``fp32``, the default; ``bf16``; ``auto``: bf16 where the CPU computes it natively)
+are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
 architectures: one request at a time under a lock, a full prefill every call, one generator
 advanced call after call. Either way generation runs off the event loop; ``set_weights`` waits
 until no response is in progress (new ones wait for it), so weights never change in the middle of
@@ -81,7 +85,8 @@ def processed_logprobs(logits: Any, temperature: float, top_p: float) -> Any:
     only when they hold less than ``top_p`` of the mass or a tie straddles the cut. The kept set is
     the full sort's (:func:`processed_logprobs_sorted`) but where the mass above the last token
     kept is within float rounding (~1e-6) of ``top_p`` (tested); sampler and trainer both call this
-    function, so what is sampled and what is scored agree exactly."""
+    function (the batched sampler its row-wise twin :func:`processed_logprobs_batch`, bit-equal), so
+    what is sampled and what is scored agree exactly."""
     import torch
 
     logits = logits.float()
@@ -98,6 +103,79 @@ def processed_logprobs(logits: Any, temperature: float, top_p: float) -> Any:
             out[idx[:keep]] = logits[idx[:keep]]
             return torch.log_softmax(out, dim=-1)
     return processed_logprobs_sorted(logits, 1.0, top_p)
+
+
+def processed_logprobs_batch(logits: Any, temperatures: Sequence[float], top_ps: Sequence[float]) -> Any:
+    """:func:`processed_logprobs` of every row of ``logits`` (rows, vocab) at its own settings, in a
+    few batched calls: one softmax and one top-k over the rows that use top-p, one masked
+    log-softmax over all. Each row equals ``processed_logprobs(logits[i], temperatures[i],
+    top_ps[i])`` bit for bit (tested); a row whose top-p set is not settled within the
+    :data:`TOP_K_FIRST` candidates falls back to that row's full sort, as the one-row function does."""
+    import torch
+
+    logits = logits.float()
+    rows, vocab = logits.shape
+    temps = torch.tensor([t if t > 0 else 1.0 for t in temperatures], dtype=torch.float32)
+    x = logits / temps[:, None]
+    greedy = [i for i, t in enumerate(temperatures) if t <= 0]
+    if greedy:
+        x[greedy] = logits[greedy]
+    nucleus = [i for i in range(rows) if temperatures[i] > 0 and 0 < top_ps[i] < 1]
+    fallback = [] if vocab > TOP_K_FIRST else nucleus
+    if nucleus and not fallback:
+        sub = x[nucleus]
+        top, idx = torch.topk(torch.softmax(sub, dim=-1), TOP_K_FIRST, dim=-1)
+        before = torch.cumsum(top, dim=-1) - top
+        p = torch.tensor([top_ps[i] for i in nucleus], dtype=torch.float32)
+        keep = (before < p[:, None]).sum(-1)
+        at = torch.clamp(keep, max=TOP_K_FIRST - 1)
+        last = top.gather(1, (at - 1).clamp(min=0)[:, None])[:, 0]
+        nxt = top.gather(1, at[:, None])[:, 0]
+        settled = (keep < TOP_K_FIRST) & (last > nxt)
+        inside = torch.arange(TOP_K_FIRST)[None, :] < keep[:, None]
+        masked = torch.full_like(sub, float("-inf"))
+        masked.scatter_(1, idx, torch.where(inside, sub.gather(1, idx), float("-inf")))
+        fallback = [i for i, ok in zip(nucleus, settled.tolist(), strict=True) if not ok]
+        unsettled = {i: sub[j] for j, i in enumerate(nucleus) if i in fallback}
+        x[nucleus] = masked
+    else:
+        unsettled = {i: x[i] for i in fallback}
+    out = torch.log_softmax(x, dim=-1)
+    for i in fallback:
+        out[i] = processed_logprobs_sorted(unsettled[i], 1.0, top_ps[i])
+    return out
+
+
+def sample_batch(
+    logits: Any, temperatures: Sequence[float], top_ps: Sequence[float], generators: Sequence[Any]
+) -> tuple[list[int], list[float]]:
+    """Sample one token per row of ``logits`` (rows, vocab): ``(tokens, logprobs)``.
+
+    The distribution of row ``i`` is :func:`processed_logprobs` of that row (and ``logprobs[i]`` is
+    its value at the token, bit for bit); temperature <= 0 is argmax. Each row draws one uniform
+    number from its own ``generators[i]`` and inverts the row's cumulative distribution (float64),
+    so a request's tokens depend only on its own generator, never on the other rows — the same
+    distribution as ``torch.multinomial`` (tested), though not the same token for a given seed."""
+    import torch
+
+    logp = processed_logprobs_batch(logits, temperatures, top_ps)
+    rows = logp.shape[0]
+    tokens = [0] * rows
+    sampled = [i for i in range(rows) if temperatures[i] > 0]
+    if sampled:
+        probs = logp[sampled].exp().double()
+        cdf = torch.cumsum(probs, dim=-1)
+        u = torch.cat([torch.rand(1, generator=generators[i], dtype=torch.float64) for i in sampled])
+        pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+        pick = torch.clamp(pick, max=logp.shape[1] - 1)
+        for j, (i, t) in enumerate(zip(sampled, pick.tolist(), strict=True)):
+            # u·total rounded onto the total: the last possible token
+            tokens[i] = int(t) if float(probs[j, t]) > 0 else int(torch.nonzero(probs[j] > 0)[-1])
+    for i in range(rows):
+        if temperatures[i] <= 0:
+            tokens[i] = int(torch.argmax(logits[i]))
+    picked = logp.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
+    return tokens, [float(v) for v in picked]
 
 
 def processed_logprobs_sorted(logits: Any, temperature: float, top_p: float) -> Any:
@@ -137,6 +215,10 @@ class EmbeddedBackend:
         engine: str = "batched",
         max_batch: int = 32,
         cache_tokens: int = 65_536,
+        step_tokens: int = 512,
+        attention: str = "cascade",
+        sampler: str = "batched",
+        matmul: str = "fp32",
     ) -> None:
         import torch
 
@@ -166,6 +248,10 @@ class EmbeddedBackend:
                 version=version,
                 max_batch=max_batch,
                 cache_tokens=cache_tokens,
+                step_tokens=step_tokens,
+                attention=attention,
+                sampler=sampler,
+                matmul=matmul,
             )
 
     @classmethod
