@@ -18,6 +18,7 @@ A new README line is executed unless it is one of these, so a command that stops
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,7 @@ import pytest
 
 from tests.test_readme_commands import ROOT, all_lines
 from tests.test_readme_tour import tour_lines
+from tests.test_serve_mcp import MCP_INITIALIZE
 
 LINKED = (
     "src",
@@ -157,17 +159,7 @@ def _serve(command: str, probe: str, cwd: Path) -> None:
         if stdio:
             assert proc.stdin is not None
             assert proc.stdout is not None
-            hello = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "readme-test", "version": "0"},
-                },
-            }
-            proc.stdin.write(json.dumps(hello) + "\n")
+            proc.stdin.write(json.dumps(MCP_INITIALIZE) + "\n")
             proc.stdin.flush()
             reply = json.loads(proc.stdout.readline())
             assert reply.get("id") == 1, reply
@@ -180,11 +172,9 @@ def _serve(command: str, probe: str, cwd: Path) -> None:
                 pytest.fail(
                     f"{command}: exited {proc.returncode} before answering\n{out[-2000:]}\n{err[-2000:]}"
                 )
-            try:
+            with contextlib.suppress(httpx.HTTPError):  # not listening yet: ask again
                 if httpx.get(probe, timeout=2).status_code == 200:
                     return
-            except httpx.HTTPError:
-                pass
             time.sleep(0.5)
         pytest.fail(f"{command}: no answer from {probe} in 120 s")
     finally:

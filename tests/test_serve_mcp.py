@@ -22,6 +22,19 @@ from coworkenv.spec import TaskSpec
 TOOLS = ("helpdesk_list_tickets", "helpdesk_get_ticket", "helpdesk_update_ticket")
 
 
+MCP_INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+"""A raw MCP ``initialize`` request (id 1), for tests that speak JSON-RPC without a client."""
+
+
 def helpdesk_spec(task_id: str = "hd", tools: tuple[str, ...] = TOOLS) -> dict[str, Any]:
     return {
         "id": task_id,
@@ -221,16 +234,7 @@ async def test_streamable_http_unknown_trial_and_session_binding() -> None:
     host.add_task(TaskSpec.model_validate(helpdesk_spec()))
     a = host.open_trial("hd", "a")
     b = host.open_trial("hd", "b")
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"},
-        },
-    }
+    init = MCP_INITIALIZE
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     with background_server(create_app(host)) as url, httpx.Client(timeout=10) as c:
         # an unknown key and a known trial id are refused alike (ids cannot be probed) and recorded
