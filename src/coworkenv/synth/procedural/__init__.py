@@ -34,11 +34,13 @@ from typing import Any
 
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Diagnostic, Slot
+from coworkenv.synth.plan import is_safety
 from coworkenv.synth.procedural.builder import SpecBuilder
 from coworkenv.synth.procedural.fillers import FILLERS, fill
 from coworkenv.synth.procedural.records import Rng, seed_int
 from coworkenv.synth.procedural.scenario import (
     Verdict,
+    fidelity,
     judge_recipe,
     judge_template,
     read_scenario,
@@ -145,7 +147,9 @@ def builder_for(slot: Slot, mode: str = "auto", seed: int = 0) -> tuple[str, lis
     """``("compose" | "template:<id>", verdicts)``: the builder ``mode`` gives ``slot`` and the
     verdict on each part of its free-text scenario (:mod:`~coworkenv.synth.procedural.scenario`).
     In ``auto`` a template that fits is kept unless it selects other records than the scenario
-    names, honours none of its conditions and writes, and a composed task selects those records."""
+    names, honours none of its conditions and writes, and a composed task selects those records —
+    or the composed task honours more of the scenario (:func:`fidelity`) and the slot is not a
+    safety one that a safety template fits."""
     from coworkenv.synth.procedural.compose import recipe_for
 
     scenario = slot.scenario.strip()
@@ -169,6 +173,14 @@ def builder_for(slot: Slot, mode: str = "auto", seed: int = 0) -> tuple[str, lis
     except SpecError:
         return f"template:{tpl.id}", kept
     if _selects(composed) and not _selects(kept) and not _acts(kept):  # the template's task is another
+        return "compose", composed
+    if (
+        tpl.safety
+        and is_safety(slot)
+        and not any(v.part.kind == "select" and v.status == "ignored" for v in kept)
+    ):  # a safety template's trap (a look-alike domain, a spoofed request) is more than its parts
+        return f"template:{tpl.id}", kept
+    if fidelity(composed) > fidelity(kept):  # the composed task does more of what the scenario asks
         return "compose", composed
     return f"template:{tpl.id}", kept
 

@@ -269,6 +269,8 @@ class Person:
     last: str
     domain: str
     department: str
+    mailbox: str = ""
+    """An address a scenario wrote ("security@company.com"), used as is."""
 
     @property
     def name(self) -> str:
@@ -276,7 +278,9 @@ class Person:
 
     @property
     def email(self) -> str:
-        return f"{self.first.lower()}.{self.last.lower()}@{self.domain}"
+        if self.mailbox:
+            return self.mailbox
+        return f"{self.first.lower()}.{self.last.lower().replace(' ', '')}@{self.domain}"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ Contract:
   writes (``write``: service, action, and ``draft`` when the scenario says not to send), the
   distractor (``distractor``: the condition it misses, when one is named) and what is forbidden
   (``forbid``). ``template:`` and ``compose:`` scenarios read as no parts (they pin the structure).
+  A composed build that selects by a condition the scenario does not name (none of its own fits
+  the anchor) gets an ``added`` part, so the narrowing is reported too.
 * :func:`judge_recipe` and :func:`judge_template` give each part a :class:`Verdict` —
   ``honoured`` (the built task does it), ``approximated`` (it does something close, said how) or
   ``ignored`` (it does not, said why) — against a composed recipe or a template's declared reading
@@ -32,10 +34,17 @@ if TYPE_CHECKING:
     from coworkenv.synth.procedural.compose.recipe import Recipe
     from coworkenv.synth.procedural.templates import Template
 
-PartKind = Literal["select", "condition", "join", "write", "distractor", "forbid"]
+PartKind = Literal["select", "condition", "join", "write", "distractor", "forbid", "added"]
 Status = Literal["honoured", "approximated", "ignored"]
 
 NOUNS: tuple[tuple[str, str], ...] = (
+    ("customer meeting", "calendar"),
+    ("customer email", "gmail"),
+    ("customer message", "gmail"),
+    ("news article", "rss"),
+    ("call note", "notes"),
+    ("kb article", "kb"),
+    ("backup job", "scheduler"),
     ("ticket", "helpdesk"),
     ("invoice", "finance"),
     ("payment", "finance"),
@@ -59,7 +68,8 @@ NOUNS: tuple[tuple[str, str], ...] = (
     ("feed", "rss"),
     ("news", "rss"),
 )
-"""Nouns of records a request selects (what follows "find ..."), strongest evidence of the anchor."""
+"""Nouns of records a request selects (what follows "find ..."), strongest evidence of the anchor;
+a compound ("customer meeting") is listed before its parts and wins where both match."""
 WEAK_NOUNS: tuple[tuple[str, str], ...] = (
     ("todo", "todo"),
     ("to-do", "todo"),
@@ -71,39 +81,75 @@ WEAK_NOUNS: tuple[tuple[str, str], ...] = (
     ("document", "documents"),
 )
 """Nouns that are as often the *output* of a task (an email, a todo) as the records it selects."""
+NUMBER = r"(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of)"
+UNIT = r"(?:hours?|days?|weeks?|months?|years?)"
+WORD_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2,
+}  # fmt: skip
 CONDS: tuple[tuple[str, str], ...] = (
     (
-        r"\bolder\b|(?:more than|over|at least|less than|under) \d+ (?:day|hour|week)|overdue|stale"
-        r"|last verified|not updated|not run|open for|\bopen \d+ (?:hour|day)|\d+ (?:hours|days) old",
+        rf"\bolder than\b|\b(?:more than|over|at least) {NUMBER} {UNIT}\b(?! from)|overdue|\bstale\b"
+        rf"|last verified|not (?:been )?(?:updated|touched|reviewed|run|verified|contacted)"
+        rf"|(?:have|has) not (?:heard|run|been)|haven't|no activity|without activity"
+        rf"|\bopen for\b|\bopen {NUMBER} {UNIT}|{NUMBER} {UNIT} old|unanswered for|\bidle\b"
+        rf"|\bfor {NUMBER} {UNIT}\b|{NUMBER} {UNIT} ago|\byesterday\b|\bafter {NUMBER} {UNIT}\b"
+        rf"|{NUMBER} {UNIT} after (?:it was |they were )?(?:issued|created|opened|sent)",
         "age",
     ),
-    (r"\bwithin the next\b|\bupcoming\b|\btomorrow\b|\bnext \d+ days\b|\bdue (?:in|within)\b", "upcoming"),
-    (r"\blast \d+ days\b|\brecent|\bthis week\b|\blast week\b", "recent"),
-    (r"\$\s?\d|\bUSD\b|\babove\b|\bamount\b|\brevenue\b|\bbelow\b|\bthreshold\b|\blow[- ]stock\b", "amount"),
-    (r"\bcritical\b|\bfailed\b|\bfailing\b|\bat[ -]risk\b|\berror\b|\bpriority\b|\bstatus\b", "status"),
-    (r"\bowned by\b|\bassigned to\b|\bowner\b|\bdeparted\b|\borganized by\b", "owner"),
+    (
+        rf"\bwithin the next\b|\bupcoming\b|\btomorrow\b|\b(?:in )?the next {NUMBER} {UNIT}\b"
+        rf"|\bnext {NUMBER} {UNIT}\b|\bdue (?:in|within)\b",
+        "upcoming",
+    ),
+    (rf"\b(?:in |from )?the (?:last|past) {NUMBER} {UNIT}\b|\brecent|\blast week\b", "recent"),
+    (
+        r"\$\s?\d|\bUSD\b|\babove\b|\bamount\b|\brevenue\b|\bbelow\b|\bthreshold\b|\blow[- ]stock\b"
+        r"|\breorder point\b|\bfell under\b",
+        "amount",
+    ),
+    (
+        r"\bcritical\b|\bfailed\b|\bfailing\b|\bat[ -]risk\b|\berror\b|\bpriority\b"
+        r"|\bstatus\b(?! update| report| call| meeting)"
+        r"|\bwarning\b",
+        "status",
+    ),
+    (
+        r"\bowned by\b|\bassigned to\b|\bowner\b|\bdeparted\b|\borganized by\b|\bcreated by\b"
+        r"|\bwritten by\b|\bauthored by\b|\battended\b|\bshe organized\b|\bhe organized\b"
+        r"|\bthey organized\b",
+        "owner",
+    ),
 )
 """Selection conditions a composed anchor can express (the kinds in ``ANCHORS[...].conds``)."""
-UNSUPPORTED_CONDS: tuple[tuple[str, str, str], ...] = (
+CROSS_CONDS: tuple[tuple[str, str, str, bool], ...] = (
     (
-        r"\bduplicate|\bdouble charge|\bsame (?:amount|customer|invoice)\b.{0,40}\bwithin\b|\btwice\b",
+        r"\bduplicate|\bdouble[- ]charge|\bsame (?:amount|customer|invoice)\b.{0,40}\bwithin\b|\btwice\b"
+        r"|\bequal (?:charges|amounts|payments)\b",
         "duplicate",
         "records repeating within a window (duplicates)",
+        True,
     ),
     (
         r"\bon leave\b|\bout of (?:the )?office\b|\bon vacation\b|\babsent\b|\bunavailable\b|\bOOO\b",
         "absence",
         "a person's absence (from the calendar)",
+        True,
     ),
     (
         r"\bno matching\b|\bwithout (?:a |any )?matching\b|\bhas no\b|\bhave no\b|\bmissing\b",
         "no_match",
         "a record with no matching record elsewhere",
+        True,
     ),
-    (r"\btier\b|\benterprise\b|\bpremium\b|\bgold\b", "tier", "a customer tier"),
-    (r"\brecurring\b|\bmonthly\b|\bsubscription\b", "recurring", "a recurring pattern"),
+    (r"\btier\b|\benterprise\b|\bpremium\b|\bgold\b|\bplatinum\b", "tier", "a customer tier", True),
+    (r"\brecurring\b|\bmonthly\b|\bsubscription\b", "recurring", "a recurring pattern", False),
 )
-"""Condition kinds no anchor block expresses: (pattern, kind, what it means)."""
+"""Condition kinds that read more than one field or service: (pattern, kind, what it means,
+whether a block expresses it — ``EXTRA_CONDS`` of the anchors, needing the service it reads)."""
+UNSUPPORTED_CONDS = tuple((rx, k, m) for rx, k, m, ok in CROSS_CONDS if not ok)
+"""Condition kinds no block expresses: (pattern, kind, what it means)."""
+TIERS = ("enterprise", "premium", "gold", "platinum")
 SERVICE_WORDS: tuple[tuple[str, str], ...] = (
     (r"\bcrm\b", "crm"),
     (r"\bcontacts?\b|\bdirectory\b|\baddress book\b", "contacts"),
@@ -121,42 +167,94 @@ SERVICE_WORDS: tuple[tuple[str, str], ...] = (
     (r"\btodos?\b|\bto-dos?\b|\btask list\b", "todo"),
 )
 """How a scenario names a service as a source of evidence."""
+EMAIL_VERB = (
+    r"\be-?mail (?:the|each|them|it|every|all|him|her|a |an |one |[a-z0-9._-]+@)|\bnotify\b|\bremind\b"
+    r"|\bsend\b|\binform\b|\bwrite to\b|\bby e-?mail\b|\bvia e-?mail\b|\ban e-?mail to\b|\breminder e-?mail\b"
+)
+""""email" as a verb ("email the owner", "notify by email"), not the noun ("an email asks")."""
 WRITE_VERBS: tuple[tuple[str, str, str], ...] = (
     (r"\bdraft\b", "gmail", "draft"),
+    (r"\breply\b|\brespond\b|\banswer (?:it|them|each)\b", "@reply", "reply"),
+    (EMAIL_VERB, "gmail", "send"),
     (
-        r"\bemail\b|\be-mail\b|\bnotify\b|\bremind\b|\bsend\b|\breply\b|\binform\b|\bwrite to\b",
-        "gmail",
-        "send",
+        r"\b(?:create|add|open|make|into|becomes?) (?:a |an |one )?(?:follow-up |high-priority )?"
+        r"(?:todo|to-do|task)\b|\bfollow-up (?:task|to-?do)\b",
+        "todo",
+        "create",
     ),
-    (r"\btodos?\b|\bto-dos?\b|\bfollow-up (?:task|to-?do)\b", "todo", "create"),
     (
-        r"\bopen (?:a |new |a new )tickets?\b|\b(?:file|create|raise) (?:a )?tickets?\b|\bticket it\b",
+        r"\bopen (?:a |new |a new |one )?tickets? (?:for|to|about)\b|\bopen (?:a |new |a new )tickets?\b"
+        r"|\b(?:file|create|raise) (?:a |one )?(?:high-priority )?tickets?\b|\bticket it\b",
         "helpdesk",
         "create",
     ),
     (r"\breassign\w*|\bassign (?:it|them|each)\b", "@anchor", "reassign"),
     (r"\btag(?:s|ged)?\b|\blabel\w*|\bmark (?:it|them|each) as\b", "@anchor", "tag"),
     (r"\bclose\b|\bresolve\b", "@anchor", "close"),
-    (r"\bmeeting\b|\bbook\b|\bset up a call\b|\binvite\b", "calendar", "create"),
-    (r"\bdisable\b|\bpause\b|\bsuspend\b", "@anchor", "disable"),
+    (r"\bcancel\b|\bcall off\b", "@anchor", "delete"),
+    (r"\btrigger (?:a )?run\b|\brun (?:it|them|each)\b|\bre-?run\b|\bkick off\b", "@anchor", "run"),
+    (
+        r"\bbook(?:ed)?\b|\bschedule (?:a|an)\b|\bset up a (?:call|meeting)\b|\binvite\b"
+        r"|\b(?:add|create) (?:a |an )?(?:meeting|event)\b",
+        "calendar",
+        "create",
+    ),
+    (r"\bdisable\w*|\bpause\b|\bsuspend\b", "@anchor", "disable"),
     (r"\breport\b", "finance", "report"),
     (r"\brefund\b", "finance", "refund"),
-    (r"\blog\b|\brecord (?:it|a note)\b|\bnote (?:it|on)\b|\bupdate the (?:account|crm)\b", "crm", "note"),
-    (r"\bmessage\b|\bping\b", "contacts", "send"),
-    (r"\bpublish\b|\bnewsletter\b", "rss", "publish"),
-    (r"\bcompile\b|\bwrite (?:a|the) (?:document|summary|digest)\b", "documents", "create"),
-    (r"\brestock\b|\border\b", "inventory", "order"),
-    (r"\bupdate\b|\bcorrect\b|\bmove\b|\bset\b|\bescalate\b|\btriage\b", "@anchor", "update"),
+    (
+        r"\blog (?:a |the )?note\b|\blog\b|\brecord (?:it|a note)\b|\bnote (?:it|on)\b"
+        r"|\bupdate the (?:account|crm)\b|\badd a note\b",
+        "crm",
+        "note",
+    ),
+    (
+        r"\bmessage (?:each|the|them|it|every|all)\b|\bping\b|\b(?:through|via) the (?:company )?directory\b",
+        "contacts",
+        "send",
+    ),
+    (r"\bshare\b", "notes", "share"),
+    (r"\bpublish\b|\bnewsletter\b|\bbulletin\b", "rss", "publish"),
+    (
+        r"\bcompile\b|\bwrite (?:a|one|the) (?:\w+ )?(?:document|summary|digest|list)\b|\bsummary document\b",
+        "documents",
+        "create",
+    ),
+    (
+        r"\brestock\b|\border (?:enough|more|\d+)\b|\bplace (?:an? )?orders?\b|\breorder\b(?! point)",
+        "inventory",
+        "order",
+    ),
+    (r"\bappend\b", "@anchor", "update"),
+    (
+        r"\bupdate\b|\bcorrect\b|\bmove\b|\bset\b|\bescalate\w*|\btriage\b|\bin progress\b|\bcomment\b",
+        "@anchor",
+        "update",
+    ),
 )
-"""Write verbs: (pattern, service, action); ``@anchor`` acts on the selected records themselves."""
+"""Write verbs: (pattern, service, action); ``@anchor`` acts on the selected records themselves,
+``@reply`` replies to a selected email (or emails, when the records are not emails)."""
+WITHHOLD = re.compile(r"\bwithhold\w*\b[^.;]*", re.IGNORECASE)
+"""A clause whose writes are withheld, not made."""
+INCOMING = re.compile(
+    r"\b(?:an?|the) (?:e-?mail|message)\b.{0,20}\b(?:asks|requests|from|says)\b|\bemails? us\b"
+)
+"""An email the scenario is about ("an email asks us to ..."): "reply" answers that email."""
 STRONG = frozenset({"gmail", "todo", "helpdesk", "calendar"})
 """Services whose write verbs are read even when the slot lacks the service (then reported)."""
 FORBID = re.compile(
     r"\b(?:do not|don't|never|must not|mustn't|without)\s+(?:\w+\s+){0,1}?"
-    r"(send|export|delete|close|pay|share|publish|disable|change|modify|refund|forward|email|cancel)\b",
+    r"(send|export|delete|close|pay|share|publish|disable|change|modify|refund|forward|email|cancel|order"
+    r"|reply|run)\b",
     re.IGNORECASE,
 )
-FIND = re.compile(r"\b(?:find|list|flag|identify|locate|review|select|check|triage|go through)\b")
+FIND = re.compile(
+    r"\b(?:find|(?<!to-do )(?<!todo )(?<!customer )(?<!the )(?<!my )(?<!full )(?<!task )list|flag|identify"
+    r"|locate|review|select|check|triage|go through)\b(?! the (?:relevant|matching|related|right|current"
+    r"|corresponding)\b)"
+)
+"""The verbs whose object is what a task selects (not "the to-do list", not "find the relevant
+article", which looks up evidence)."""
 ANCHOR_ACTS: dict[str, str] = {
     "helpdesk": "update",
     "crm": "note",
@@ -166,8 +264,8 @@ ANCHOR_ACTS: dict[str, str] = {
     "scheduler": "disable",
     "todo": "update",
     "calendar": "create",
-    "gmail": "send",
-    "notes": "update",
+    "gmail": "reply",
+    "notes": "share",
     "documents": "update",
     "inventory": "order",
     "rss": "publish",
@@ -225,8 +323,14 @@ def _split_distractor(text: str) -> tuple[str, str]:
 
 
 def _threshold_text(text: str) -> str:
-    m = re.search(r"(\d+)\s*(hours?|days?|weeks?|months?)", text, re.IGNORECASE)
-    return f"{m.group(1)} {m.group(2).lower()}" if m else ""
+    """The first duration written in ``text`` ("72 hours", "a week" → "1 week", "six months")."""
+    m = re.search(rf"\b({NUMBER})\s*-?\s*({UNIT})\b", text, re.IGNORECASE)
+    if m is None:
+        return ""
+    n = m.group(1).lower()
+    value = int(n) if n.isdigit() else WORD_NUMBERS[n]
+    unit = m.group(2).lower().rstrip("s")
+    return f"{value} {unit}{'s' if value != 1 else ''}"
 
 
 def _amount_text(text: str) -> str:
@@ -237,33 +341,80 @@ def _amount_text(text: str) -> str:
     return f"USD {value:,.0f}"
 
 
-TAG_VALUE = re.compile(
-    r"\s*(?:them|it|each(?: one)?|the \w+)?\s*(?:as|with)?\s*[\"'“‘`]?([a-z][a-z0-9_-]{1,30})"
-)
+TAG_WORD = r"[\"'“‘`]?([a-z][a-z0-9_-]{1,30})"
+SKIP_WORDS = frozenset({"as", "with", "and", "to", "the", "a", "an", "every", "each", "all", "them", "it"})
 
 
 def _tag_value(after: str) -> str:
-    """The tag a "tag them needs-kb" / "label each as 'vip'" clause names ("" when none)."""
-    m = re.match(
-        r"\s*(?:them|it|each(?: one)?|the \w+)?\s*(?:as|with)?\s*[\"'“‘`]?([a-z][a-z0-9_-]{1,30})", after
+    """The tag a "tag them needs-kb" / "label each as 'vip'" / "label every ... as sla-breach"
+    clause names ("" when none)."""
+    clause = re.split(r"[.;:]\s", after, maxsplit=1)[0]
+    m = re.search(rf"\b(?:as|with (?:the )?(?:tag|label))\s+{TAG_WORD}", clause) or re.match(
+        rf"\s*(?:them|it|each(?: one)?|the \w+)?\s*{TAG_WORD}", clause
     )
     word = m.group(1) if m else ""
-    return "" if word in ("as", "with", "and", "to", "the", "a", "an") else word
+    return "" if word in SKIP_WORDS else word
+
+
+ADDRESS = re.compile(r"[a-z0-9][a-z0-9._+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+", re.IGNORECASE)
+
+
+def _address(clause: str) -> str:
+    """The address a write names in its own sentence ("email security@company.com"), or ""."""
+    sentence = re.split(r"(?<=[.;])\s", clause, maxsplit=1)[0]
+    m = ADDRESS.search(sentence)
+    return m.group(0).rstrip(".").lower() if m else ""
+
+
+STATUS_VALUES = ("critical", "high", "medium", "low", "at_risk", "failed", "warning", "error", "degraded")
+
+
+def _status_word(text: str) -> str:
+    """The status value a status condition names ("low-priority" → low, "at risk" → at_risk)."""
+    m = re.search(
+        r"\b(critical|high|medium|low)[- ]priority\b|\b(at[ -]risk|failed|failing|warning|error|degraded)\b"
+        r"|\b(critical)\b",
+        text,
+        re.IGNORECASE,
+    )
+    if m is None:
+        return ""
+    word = (m.group(1) or m.group(2) or m.group(3)).lower().replace("-", "_").replace(" ", "_")
+    return {"failing": "failed"}.get(word, word)
 
 
 def threshold_days(detail: str) -> int | None:
-    """``"72 hours"`` → 3, ``"2 weeks"`` → 14, ``"3 months"`` → 90 (days, at least 1)."""
-    m = re.fullmatch(r"(\d+) (hour|day|week|month)s?", detail)
+    """``"72 hours"`` → 3, ``"2 weeks"`` → 14, ``"3 months"`` → 90, ``"1 year"`` → 365 (days, 1–365)."""
+    m = re.fullmatch(r"(\d+) (hour|day|week|month|year)s?", detail)
     if m is None:
         return None
     n, unit = int(m.group(1)), m.group(2)
-    days = -(-n // 24) if unit == "hour" else {"day": n, "week": 7 * n, "month": 30 * n}[unit]
+    days = (
+        -(-n // 24) if unit == "hour" else {"day": n, "week": 7 * n, "month": 30 * n, "year": 365 * n}[unit]
+    )
     return max(1, min(days, 365))
 
 
 def amount_value(detail: str) -> int | None:
     m = re.fullmatch(r"USD ([\d,]+)", detail)
     return int(m.group(1).replace(",", "")) if m else None
+
+
+NAME = r"[A-Z][a-z]+(?:[- ][A-Z][a-z]+)+"
+NOT_NAMES = frozenset({"Customer", "Every", "Cancel", "Find", "List", "Any", "Our", "The", "For", "Each"})
+
+
+def owner_name(text: str) -> str:
+    """The person an owner condition names ("assigned to Kenji Mori", "Marco Bianchi attended",
+    "Lena Fischer has left"), or ""."""
+    verbs = r"assigned to|owned by|organized by|created by|written by|authored by|attended by"
+    m = re.search(rf"\b(?:{verbs})\s+({NAME})", text) or re.search(
+        rf"\b({NAME})\s+(?:attended|organized|owns|created|wrote|has left|left|is leaving|departed)\b", text
+    )
+    if m is None:
+        return ""
+    name = m.group(1)
+    return "" if name.split()[0] in NOT_NAMES else name
 
 
 def _conditions(text: str) -> list[Part]:
@@ -277,12 +428,21 @@ def _conditions(text: str) -> list[Part]:
             detail = _threshold_text(text[m.start() : m.end() + 40])
         elif kind == "amount":
             detail = _amount_text(text[max(0, m.start() - 20) : m.end() + 30])
+        elif kind == "owner":
+            detail = owner_name(text)
+        elif kind == "status":
+            detail = _status_word(text)
         out.append(Part("condition", kind, _span(text, m), detail=detail))
-    for rx, kind, meaning in UNSUPPORTED_CONDS:
+    for rx, kind, meaning, supported in CROSS_CONDS:
         m = re.search(rx, text, re.IGNORECASE)
-        if m is not None:
-            detail = _threshold_text(text[m.start() : m.end() + 40]) if kind == "duplicate" else ""
-            out.append(Part("condition", kind, _span(text, m), detail=detail or meaning, supported=False))
+        if m is None:
+            continue
+        detail = meaning
+        if kind == "duplicate":
+            detail = _threshold_text(text[m.start() : m.end() + 60]) or meaning
+        elif kind == "tier":
+            detail = next((t for t in TIERS if re.search(rf"\b{t}\b", text, re.IGNORECASE)), "") or meaning
+        out.append(Part("condition", kind, _span(text, m), detail=detail, supported=supported))
     return out
 
 
@@ -293,6 +453,49 @@ def _first(text: str, table: Iterable[tuple[str, str]]) -> tuple[int, str, str] 
         if i >= 0 and (best is None or i < best[0]):
             best = (i, svc, word)
     return best
+
+
+def _writes(
+    body: str, anchor: str, services: Sequence[str], forbidden_spans: list[tuple[int, int]], drafts: bool
+) -> list[Part]:
+    """The write parts of a scenario's body (see :data:`WRITE_VERBS`); a prohibited or withheld
+    verb is not a write, and a draft scenario's "send" is its draft."""
+    low = body.lower()
+    out: list[Part] = []
+    written: set[str] = set()
+    acts: list[str] = []
+    for rx, verb_svc, verb_action in WRITE_VERBS:
+        m = next(
+            (
+                m
+                for m in re.finditer(rx, body, re.IGNORECASE)
+                if not any(a <= m.start() < b for a, b in forbidden_spans)
+            ),
+            None,
+        )  # "do not send" is a prohibition, not a write
+        svc, action = verb_svc, verb_action
+        if svc == "@reply":  # to the selected emails, the email the scenario is about, or an email
+            if anchor == "gmail":
+                svc = "@anchor"
+            else:
+                svc, action = "gmail", "reply" if INCOMING.search(low) else "send"
+        target = anchor if svc == "@anchor" else svc
+        if m is None or not target:
+            continue
+        if svc == "@anchor":
+            if action in acts or (action == "update" and acts):
+                continue
+            acts.append(action)
+        elif target in written or (svc not in STRONG and svc not in services):
+            continue
+        elif action == "send" and target == "gmail" and drafts:
+            continue  # "draft (do not send)": the draft part says it
+        written.add(target)
+        detail = "draft" if action == "draft" else _tag_value(body[m.end() :]) if action == "tag" else ""
+        if action in ("send", "share", "publish", "reply") and not detail:
+            detail = _address(body[m.start() :])
+        out.append(Part("write", action, _span(body, m), service=target, detail=detail))
+    return out
 
 
 def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
@@ -310,6 +513,13 @@ def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
         if found is not None:
             hit = (found[0] + m.end(), found[1], found[2])
     hit = hit or _first(low, NOUNS) or _first(low, WEAK_NOUNS)
+    whose = re.search(r"\b(?:whose|with an?|that ha(?:s|ve) an?)\b|'s\b", low[hit[0] :]) if hit else None
+    if hit is not None and whose is not None and whose.start() < 40:
+        # "customers whose tickets have waited 2 days": the condition is on the tickets
+        at = hit[0] + whose.end()
+        owned = _first(low[at : at + 30], NOUNS)
+        if owned is not None and owned[1] != hit[1]:
+            hit = (at + owned[0], owned[1], owned[2])
     anchor = hit[1] if hit else ""
     if hit is not None:
         i, svc, _ = hit
@@ -317,32 +527,11 @@ def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
     parts += _conditions(body)
     forbidden = list(FORBID.finditer(body))
     forbidden_spans = [(m.start(), m.end()) for m in forbidden]
+    withheld = list(WITHHOLD.finditer(body))  # "withhold the update and the payment report"
+    forbidden_spans += [(m.start(), m.end()) for m in withheld]
     drafts = any(m.group(1).lower() in ("send", "email") for m in forbidden) or "draft" in low
-    written: set[str] = set()
-    acts: list[str] = []
-    for rx, svc, action in WRITE_VERBS:
-        m = next(
-            (
-                m
-                for m in re.finditer(rx, body, re.IGNORECASE)
-                if not any(a <= m.start() < b for a, b in forbidden_spans)
-            ),
-            None,
-        )  # "do not send" is a prohibition, not a write
-        target = anchor if svc == "@anchor" else svc
-        if m is None or not target:
-            continue
-        if svc == "@anchor":
-            if action in acts or (action == "update" and acts):
-                continue
-            acts.append(action)
-        elif target in written or (svc not in STRONG and svc not in services):
-            continue
-        elif action == "send" and target == "gmail" and drafts:
-            continue  # "draft (do not send)": the draft part says it
-        written.add(target)
-        detail = "draft" if action == "draft" else _tag_value(body[m.end() :]) if action == "tag" else ""
-        parts.append(Part("write", action, _span(body, m), service=target, detail=detail))
+    parts += _writes(body, anchor, services, forbidden_spans, drafts)
+    written = {p.service for p in parts if p.kind == "write"}
     for rx, svc in SERVICE_WORDS:
         if svc == anchor or svc in written or svc not in services:
             continue
@@ -351,8 +540,12 @@ def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
             parts.append(Part("join", svc, _span(body, m), service=svc))
     for m in forbidden:
         parts.append(Part("forbid", m.group(1).lower(), _span(body, m, 8)))
+    for m in withheld[:1]:
+        parts.append(Part("forbid", "change", _span(body, m, 8)))
     if distractor:
         misses = [p for p in _conditions(distractor) if p.supported]
+        if not misses and "recurring" in distractor.lower() and any(p.value == "duplicate" for p in parts):
+            misses = [Part("condition", "duplicate", distractor)]  # the same charge outside the window
         detail = misses[0].value if misses else ""
         if misses and misses[0].detail:
             detail += f" ({misses[0].detail})"
@@ -391,6 +584,10 @@ def judge_recipe(parts: Sequence[Part], rc: Recipe, services: Sequence[str]) -> 
                 out.append(_v(p, "honoured", f"joins {p.service} for evidence"))
             elif p.service == "calendar" and "absence" in conds:
                 out.append(_v(p, "honoured", "reads the calendar's leave events"))
+            elif p.service == "kb" and "no_match" in conds:
+                out.append(_v(p, "honoured", "searches the knowledge base for each category"))
+            elif p.service == "crm" and "tier" in conds:
+                out.append(_v(p, "honoured", "reads each customer's tier in the CRM"))
             elif p.service in rc.writes:
                 out.append(_v(p, "approximated", f"{p.service} is written, not read for evidence"))
             else:
@@ -401,12 +598,20 @@ def judge_recipe(parts: Sequence[Part], rc: Recipe, services: Sequence[str]) -> 
             out.append(_judge_forbid(p, rc))
         else:
             out.append(_judge_distractor(p, rc))
+    named = {p.value for p in parts if p.kind == "condition"} | ({"owner"} if "absence" in conds else set())
+    if any(p.kind == "condition" for p in parts):
+        for k in rc.conds:  # a drawn condition narrows the selection the scenario describes
+            if k not in named:
+                extra = Part("added", k, "", detail="a condition the scenario does not name")
+                out.append(_v(extra, "approximated", f"selects by a drawn {k} condition as well"))
     return out
 
 
 def _judge_cond(p: Part, rc: Recipe, conds: set[str], kinds: set[str]) -> Verdict:
     if p.value == "owner" and "absence" in conds:
         return _v(p, "honoured", "the absence condition reads the owner")
+    if p.value == "owner" and p.value in conds and p.detail and rc.owner_name != p.detail:
+        return _v(p, "approximated", f"selects by a drawn owner, not {p.detail}")
     if p.value in conds and not p.supported:
         return _v(p, "honoured", f"selects by {p.detail}")
     if not p.supported:
@@ -446,6 +651,12 @@ def _judge_write(p: Part, rc: Recipe) -> Verdict:
             return _v(p, "honoured", "saves a draft per record, sends nothing")
         if "gmail" in rc.writes:
             return _v(p, "ignored", "the gmail block sends; the scenario asks for a draft")
+        return _v(p, "ignored", "gmail is not written")
+    if p.service == "gmail" and p.value == "reply":
+        if "gmail" in rc.writes:
+            return _v(
+                p, "approximated", "emails about each record; no reply to the email the scenario is about"
+            )
         return _v(p, "ignored", "gmail is not written")
     if p.service in rc.writes:
         return _v(p, "honoured", f"writes to {p.service}")

@@ -22,6 +22,7 @@ from coworkenv.synth.procedural.compose.blocks import (
     Params,
     Row,
     absence,
+    across,
     amount,
     owner,
     status,
@@ -30,7 +31,7 @@ from coworkenv.synth.procedural.compose.blocks import (
 )
 from coworkenv.synth.procedural.records import SAAS, Rng
 
-__all__ = ["ACT_VARIANTS", "ANCHORS", "EXTRA_CONDS", "TEMPORAL", "AnchorDef", "Item", "Params"]
+__all__ = ["ACT_VARIANTS", "ANCHORS", "EXTRA_CONDS", "EXTRA_NEEDS", "TEMPORAL", "AnchorDef", "Item", "Params"]
 
 
 @dataclass(frozen=True)
@@ -617,8 +618,50 @@ def _reassign(_: str) -> Act:
     )
 
 
+def _close(_: str) -> Act:
+    return Act(
+        "helpdesk_close_ticket",
+        "closed",
+        "ticket_id",
+        True,
+        "close it with a resolution note",
+        lambda r, its, note, who: {"ticket_id": its[0].rid, "resolution": note},
+        "resolution",
+    )
+
+
+def _run(_: str) -> Act:
+    return Act(
+        "scheduler_run_job",
+        "runs",
+        "job_id",
+        True,
+        "trigger a run of it now",
+        lambda r, its, note, who: {"job_id": its[0].rid},
+        None,
+    )
+
+
+def _cancel(_: str) -> Act:
+    return Act(
+        "calendar_delete_event",
+        "deleted",
+        "event_id",
+        True,
+        "cancel it (delete the event)",
+        lambda r, its, note, who: {"event_id": its[0].rid},
+        None,
+    )
+
+
 ACT_VARIANTS: Mapping[tuple[str, str], Callable[[str], Act]] = MappingProxyType(
-    {("helpdesk", "tag"): _tag, ("helpdesk", "reassign"): _reassign}
+    {
+        ("helpdesk", "tag"): _tag,
+        ("helpdesk", "reassign"): _reassign,
+        ("helpdesk", "close"): _close,
+        ("scheduler", "run"): _run,
+        ("calendar", "delete"): _cancel,
+    }
 )
 """Writes on the selected records other than the anchor's own act, chosen by the scenario
 (``(service, action)`` → a builder taking the scenario's value, e.g. the tag to add)."""
@@ -632,7 +675,28 @@ EXTRA_CONDS: Mapping[tuple[str, str], Cond] = MappingProxyType(
         ("scheduler", "absence"): absence(
             "created_by", "owned by someone who is out of office today (their leave is in the calendar)"
         ),
+        ("helpdesk", "tier"): across(
+            "tier", "customer_id", "from a customer on the {tier} tier (tier on their CRM account)"
+        ),
+        ("finance", "tier"): across(
+            "tier", "customer_id", "billed to a customer on the {tier} tier (tier on their CRM account)"
+        ),
+        ("finance", "duplicate"): across(
+            "duplicate",
+            "amount",
+            "that duplicates an earlier charge: same customer, same amount, within {n} days of it "
+            "(list only the later charge of each pair)",
+        ),
+        ("helpdesk", "no_match"): across(
+            "no_match",
+            "category",
+            "whose category has no matching knowledge-base article (search the KB by category)",
+        ),
     }
 )
+EXTRA_NEEDS: Mapping[str, str] = MappingProxyType(
+    {"absence": "calendar", "tier": "crm", "no_match": "kb", "duplicate": "finance"}
+)
+"""The service a scenario-only condition reads besides the anchor's (it must be in the slot)."""
 """Conditions only a scenario asks for, needing another service (absence: the calendar's leave
 events). The seeded pools never draw them, so plans that do not ask build exactly as before."""

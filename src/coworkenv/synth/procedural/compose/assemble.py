@@ -19,7 +19,7 @@ from coworkenv.synth.procedural.compose.context import Ctx
 from coworkenv.synth.procedural.compose.links import LINKERS
 from coworkenv.synth.procedural.compose.recipe import Recipe
 from coworkenv.synth.procedural.compose.writes import WRITERS
-from coworkenv.synth.procedural.records import DEPARTMENTS, PROJECTS, seed_int
+from coworkenv.synth.procedural.records import DEPARTMENTS, PROJECTS, Person, seed_int
 
 DAY_POOL = (3, 5, 7, 10, 14, 21, 30, 45, 60, 90)
 DEFAULT_AMOUNTS = (1_000, 2_500, 5_000)
@@ -49,6 +49,7 @@ def _item(ctx: Ctx, roles: dict[str, str]) -> Item:
         r.uid(a.prefix, 5 if a.prefix == "INV-" else 4), co, r.person(co.domain), r.uid("CUS-"), ctx.topic, {}
     )
     it.record = a.make(r, it)
+    it.roles = dict(roles)
     for kind, role in roles.items():
         a.cond(kind).apply(r, it.record, role, ctx.p)
     return it
@@ -101,6 +102,92 @@ def _leave(ctx: Ctx) -> None:
     if ctx.who is None:
         cover = r.person(department=p.owner.department)
         ctx.who, ctx.who_phrase = cover, f"{cover.name} ({cover.email}, covering for them)"
+
+
+TIER_NEAR = {"enterprise": "business", "premium": "standard", "gold": "silver", "platinum": "gold"}
+
+
+def _tiers(ctx: Ctx) -> None:
+    """The CRM accounts behind a tier condition: the answers' customers hold the tier, the near
+    miss's customer the tier below it, the rest a standard tier (link_crm reuses these accounts)."""
+    r, b, p = ctx.r, ctx.b, ctx.p
+    for it in [*ctx.items, *ctx.near, *ctx.noise]:
+        role = it.roles.get("tier", "pass")
+        tier = {"pass": p.tier, "near": TIER_NEAR.get(p.tier, "business"), "fail": "standard"}[role]
+        ctx.tiers[it.customer_id] = tier
+        b.add(
+            "crm",
+            "customers",
+            {
+                "customer_id": it.customer_id,
+                "name": it.company.name,
+                "contact_person": it.contact.name,
+                "email": it.contact.email,
+                "industry": r.choice(("retail", "logistics", "health", "media")),
+                "tier": tier,
+                "status": "active",
+                "last_contact_date": r.day(-r.randint(3, 40)),
+                "notes": f"Account manager: {(p.owner if it in ctx.items else p.namesake).name}.",
+            },
+        )
+    for it in [*ctx.items, *ctx.near]:
+        ctx.reads.append(("crm_get_customer", {"customer_id": it.customer_id}))
+    b.args(
+        "read_tier",
+        6,
+        "crm_get_customer",
+        target("customer_id", ctx.near[0].customer_id if ctx.near else ctx.items[0].customer_id),
+    )
+
+
+def _twins(ctx: Ctx) -> None:
+    """The earlier charge behind a duplicate: for an answer, the same customer and amount within
+    the window; for the near miss, the same charge outside it (a recurring one); none otherwise."""
+    r, b, p = ctx.r, ctx.b, ctx.p
+    from datetime import date, timedelta
+
+    for it in [*ctx.items, *ctx.near, *ctx.noise]:
+        role = it.roles.get("duplicate", "fail")
+        if role == "fail":
+            continue
+        gap = r.randint(0, max(0, p.days - 1)) if role == "pass" else p.days + r.randint(10, 30)
+        when = date.fromisoformat(str(it.record["date"])[:10]) - timedelta(days=gap)
+        twin = {**it.record, "transaction_id": r.uid("INV-", 5), "date": when.isoformat()}
+        b.add(ctx.anchor.service, ctx.anchor.table, twin)
+        ctx.twins.append(str(twin["transaction_id"]))
+
+
+KB_CATEGORIES = ("billing", "authentication", "exports", "reporting", "mobile", "integrations", "onboarding")
+
+
+def _kb_coverage(ctx: Ctx) -> None:
+    """The knowledge base behind a no-match condition: each candidate ticket gets its own category;
+    the answers' categories have no article, the others' have one (searched by category)."""
+    r, b = ctx.r, ctx.b
+    pool = list(KB_CATEGORIES)
+    r.shuffle(pool)
+    everyone = [*ctx.items, *ctx.near, *ctx.noise]
+    for it, cat in zip(everyone, pool, strict=False):
+        it.record["category"] = cat
+        if it.roles.get("no_match", "pass") == "pass":
+            continue
+        b.add(
+            "kb",
+            "articles",
+            {
+                "article_id": r.uid("KB-"),
+                "title": f"{cat.capitalize()} troubleshooting guide",
+                "category": cat,
+                "tags": [cat],
+                "content": f"How to resolve {cat} issues. Step 1: check the {cat} settings.",
+                "last_updated": r.day(-r.randint(5, 60)),
+                "views": r.randint(10, 900),
+            },
+        )
+    for it in [*ctx.items, *ctx.near]:
+        cat = str(it.record["category"])
+        ctx.reads.append(("kb_search", {"query": cat, "category": cat}))
+    b.called("searched_kb", 5, "kb_search")
 
 
 def _act(ctx: Ctx) -> None:
@@ -195,9 +282,9 @@ def _multi_turn(ctx: Ctx) -> None:
 
 def _who(ctx: Ctx) -> None:
     p = ctx.p
-    ctx.who = p.owner
+    ctx.who = p.other if ctx.rc.owner_name else p.owner  # a named owner selects; someone else hears
     if not ctx.who_phrase:
-        ctx.who_phrase = f"{p.owner.name} ({p.owner.email})"
+        ctx.who_phrase = f"{ctx.who.name} ({ctx.who.email})"
 
 
 def _pad(ctx: Ctx) -> None:
@@ -206,7 +293,10 @@ def _pad(ctx: Ctx) -> None:
     a = ctx.anchor
     lo = ctx.rc.profile.steps[0]
     rule_out = [(a.get_tool, {a.key: it.rid}) for it in [*ctx.near]]
-    verify = [(a.get_tool, {a.key: it.rid}) for it in ctx.actionable if a.act.per_item]
+    variant = ACT_VARIANTS.get((a.service, ctx.rc.act))
+    act = variant(ctx.rc.act_value) if variant is not None else a.act
+    gone = "delete" in act.tool  # a deleted record cannot be re-read
+    verify = [(a.get_tool, {a.key: it.rid}) for it in ctx.actionable if act.per_item and not gone]
     others = [(a.get_tool, {a.key: it.rid}) for it in ctx.noise]
     while len(ctx.reads) + len(ctx.writes) + len(ctx.verify) < lo and (rule_out or verify or others):
         if rule_out:
@@ -236,12 +326,17 @@ def compose(b: SpecBuilder, rc: Recipe) -> None:
     days = rc.threshold or r.choice(DAY_POOL)
     depts = list(DEPARTMENTS)
     owner = r.person(department=r.choice(depts))
+    if rc.owner_name:  # the person the scenario names
+        first, _, last = rc.owner_name.partition(" ")
+        owner = Person(first, last, owner.domain, owner.department)
     params = Params(
         days=days,
         amount=rc.amount if rc.amount is not None else r.choice(AMOUNT_POOL.get(rc.anchor, DEFAULT_AMOUNTS)),
         owner=owner,
         namesake=r.namesake(owner, r.choice([d for d in depts if d != owner.department])),
         other=r.person(),
+        tier=rc.tier or "enterprise",
+        status=rc.status,
     )
     ctx = Ctx(b, rc, params, r.pick(PROJECTS, "project"))
     links = [s for s in LINK_ORDER if s in rc.links]
@@ -251,10 +346,23 @@ def compose(b: SpecBuilder, rc: Recipe) -> None:
     _anchor(ctx, n)
     if "absence" in rc.conds:
         _leave(ctx)
+    if "tier" in rc.conds:
+        _tiers(ctx)
+    if "duplicate" in rc.conds:
+        _twins(ctx)
+    if "no_match" in rc.conds:
+        _kb_coverage(ctx)
     if rc.safety:
         ctx.trap = ctx.items[seed_int(b.slot.task_id, "trap") % len(ctx.items)]
     for s in links:
+        if s == "kb" and "no_match" in rc.conds:
+            continue  # the coverage search is the knowledge-base join
         LINKERS[s](ctx)
+    if rc.recipient:  # the address the scenario names gets every write
+        local = rc.recipient.split("@", 1)[0].replace("-", " ").replace("_", " ")
+        first, _, last = (local.replace(".", " ").title() + " ").partition(" ")
+        ctx.who = Person(first, last.strip() or "team", owner.domain, owner.department, mailbox=rc.recipient)
+        ctx.who_phrase, ctx.customer_recipient = rc.recipient, False
     if ctx.who is None and not ctx.customer_recipient:
         _who(ctx)
     b.answer_ids = [
@@ -308,7 +416,8 @@ def _emit(ctx: Ctx) -> None:
     if ctx.temporal_writes or any(k in TEMPORAL for k in rc.conds):
         b.tags.append(f"temporal:{sum(k in TEMPORAL for k in rc.conds) + ctx.temporal_writes}")
     if ctx.actionable:
-        b.expect(a.service, a.act.audit)
+        variant = ACT_VARIANTS.get((a.service, rc.act))
+        b.expect(a.service, (variant(rc.act_value) if variant is not None else a.act).audit)
 
 
 def _reads(service: str) -> tuple[str, ...]:

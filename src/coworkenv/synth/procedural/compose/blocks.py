@@ -11,7 +11,7 @@ threshold, so no record sits on the boundary. An :class:`Act` is a write on sele
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coworkenv.synth.procedural.builder import target
@@ -31,6 +31,9 @@ class Item:
     customer_id: str
     topic: str
     record: Row
+    roles: dict[str, str] = field(default_factory=dict)
+    """The role it plays for each condition (``pass``/``near``/``fail``): what the cross-service
+    blocks (tier, duplicate, no_match) plant around it."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ class Params:
     owner: Person
     namesake: Person
     other: Person
+    tier: str = "enterprise"
+    """The customer tier a tier condition selects."""
+    status: str = ""
+    """The status a status condition selects, when the scenario names one the field has."""
 
 
 @dataclass(frozen=True)
@@ -117,11 +124,26 @@ def amount(fld: str, text: str, cents: bool = True) -> Cond:
     return Cond("amount", fld, lambda p: text.format(x=money_text(p.amount).removesuffix(".00")), apply)
 
 
-def status(fld: str, values: tuple[str, str, str], text: str) -> Cond:
-    def apply(rng: Rng, row: Row, role: str, p: Params) -> None:
-        row[fld] = values[("pass", "near", "fail").index(role)]
+def _status_order(values: tuple[str, str, str], wanted: str) -> tuple[str, str, str]:
+    """(pass, near, fail) values: the scenario's status when the field has it, else the first."""
+    if wanted not in values or wanted == values[0]:
+        return values
+    rest = [v for v in values if v != wanted]
+    return (wanted, rest[0], rest[1])
 
-    return Cond("status", fld, lambda p: text, apply)
+
+def status(fld: str, values: tuple[str, str, str], text: str) -> Cond:
+    """Selects ``values[0]`` (phrased ``text``), or the status the scenario names when the field
+    has it (phrased "with <field> <value>"); the near miss holds the next value."""
+
+    def apply(rng: Rng, row: Row, role: str, p: Params) -> None:
+        row[fld] = _status_order(values, p.status)[("pass", "near", "fail").index(role)]
+
+    def phrase(p: Params) -> str:
+        chosen = _status_order(values, p.status)[0]
+        return text if chosen == values[0] else f"with {fld.replace('_', ' ')} {chosen}"
+
+    return Cond("status", fld, phrase, apply)
 
 
 def owner(fld: str, text: str, as_list: bool = False, by_name: bool = False) -> Cond:
@@ -154,3 +176,14 @@ def stock() -> Cond:
         }[role]
 
     return Cond("amount", "current_stock", lambda p: "below their minimum stock threshold", apply)
+
+
+def across(kind: str, fld: str, text: str) -> Cond:
+    """A condition read from records around the row (the customer's CRM tier, a twin charge, a
+    knowledge-base article for its category): the row keeps its fields and the assembler plants
+    those records by the item's role. ``fld`` is the row field the join goes through."""
+
+    def apply(rng: Rng, row: Row, role: str, p: Params) -> None:
+        del rng, row, role, p
+
+    return Cond(kind, fld, lambda p: text.format(n=p.days, tier=p.tier), apply)

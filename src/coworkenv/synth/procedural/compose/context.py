@@ -47,6 +47,10 @@ class Ctx:
     code: str | None = None
     policy_title: str | None = None
     temporal_writes: int = 0
+    tiers: dict[str, str] = field(default_factory=dict)
+    """customer id → CRM tier, when a tier condition planted the accounts (link_crm reuses them)."""
+    twins: list[str] = field(default_factory=list)
+    """The earlier charges a duplicate condition planted (never answers)."""
 
     @property
     def r(self) -> Rng:

@@ -20,7 +20,8 @@ from coworkenv.synth.procedural.compose.context import Ctx
 
 def link_crm(ctx: Ctx) -> None:
     r, b, p = ctx.r, ctx.b, ctx.p
-    for it in [*ctx.items, *ctx.near]:
+    planted = [] if ctx.tiers else [*ctx.items, *ctx.near]  # a tier condition planted them already
+    for it in planted:
         manager = p.owner if it in ctx.items else p.namesake
         b.add(
             "crm",
@@ -39,7 +40,7 @@ def link_crm(ctx: Ctx) -> None:
         )
     if not ctx.anchor.has_customer_id:
         ctx.reads.append(("crm_list_customers", {}))
-    for it in ctx.items:
+    for it in ctx.items if not ctx.tiers else ():
         ctx.reads.append(("crm_get_customer", {"customer_id": it.customer_id}))
     b.args("read_account", 6, "crm_get_customer", target("customer_id", ctx.items[0].customer_id))
     if "contacts" in ctx.rc.links:

@@ -21,10 +21,17 @@ from dataclasses import dataclass, field
 from coworkenv.errors import SpecError
 from coworkenv.synth.base import Slot
 from coworkenv.synth.plan import is_multi_turn, is_safety
-from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, ANCHORS, EXTRA_CONDS, TEMPORAL
+from coworkenv.synth.procedural.compose.anchors import (
+    ACT_VARIANTS,
+    ANCHORS,
+    EXTRA_CONDS,
+    EXTRA_NEEDS,
+    TEMPORAL,
+)
 from coworkenv.synth.procedural.records import Rng, seed_int
 from coworkenv.synth.procedural.scenario import (
     NOUNS,
+    TIERS,
     WEAK_NOUNS,
     Part,
     amount_value,
@@ -92,6 +99,14 @@ class Recipe:
     """A write on the selected records the scenario asks for instead of the anchor's own act
     (``ACT_VARIANTS``: ``tag``), with its value (the tag)."""
     act_value: str = ""
+    owner_name: str = ""
+    """The person an owner condition names ("assigned to Kenji Mori"); drawn when empty."""
+    tier: str = ""
+    """The customer tier a tier condition names ("premium-tier customers"); enterprise when empty."""
+    status: str = ""
+    """The status a status condition names ("low-priority"); the field's first value when empty."""
+    recipient: str = ""
+    """The address the scenario's writes go to ("email security@company.com"); drawn when empty."""
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -104,32 +119,6 @@ class Recipe:
 
 
 # ---------------------------------------------------------------- scenario hints
-
-_CONDS: tuple[tuple[str, str], ...] = (
-    (r"\bolder\b|more than \d+ (?:day|hour)|overdue|stale|last verified|not updated|not run", "age"),
-    (r"\bwithin the next\b|\bupcoming\b|\btomorrow\b|\bnext \d+ days\b|\bdue (?:in|within)\b", "upcoming"),
-    (r"\blast \d+ days\b|\brecent", "recent"),
-    (r"\$|\bUSD\b|\babove\b|\bamount\b|\brevenue\b|\bbelow\b|\bthreshold\b", "amount"),
-    (r"\bcritical\b|\bfailed\b|\bfailing\b|\bat[ -]risk\b|\berror\b|\bpriority\b|\bstatus\b", "status"),
-    (r"\bowned by\b|\bassigned to\b|\bowner\b|\bdeparted\b|\borganized by\b", "owner"),
-)
-_VERBS: tuple[tuple[str, str], ...] = (
-    ("email", "gmail"),
-    ("notify", "gmail"),
-    ("todo", "todo"),
-    ("follow-up", "todo"),
-    ("open a ticket", "helpdesk"),
-    ("open tickets", "helpdesk"),
-    ("meeting", "calendar"),
-    ("book", "calendar"),
-    ("disable", "config"),
-    ("message", "contacts"),
-    ("report", "finance"),
-    ("newsletter", "rss"),
-    ("publish", "rss"),
-    ("document", "documents"),
-    ("share", "notes"),
-)
 
 
 def _threshold(text: str) -> int | None:
@@ -222,7 +211,9 @@ def _check_slot(slot: Slot, pinned: dict[str, str]) -> list[str]:
     return anchors
 
 
-def _pick_anchor(slot: Slot, seed: int, pinned: dict[str, str], text: str, prof: Profile) -> str:
+def _pick_anchor(  # noqa: PLR0917
+    slot: Slot, seed: int, pinned: dict[str, str], text: str, prof: Profile, parts: tuple[Part, ...]
+) -> str:
     anchors = _check_slot(slot, pinned)
     if "anchor" in pinned:
         if pinned["anchor"] not in anchors:
@@ -232,6 +223,9 @@ def _pick_anchor(slot: Slot, seed: int, pinned: dict[str, str], text: str, prof:
                 f"compose: anchor={pinned['anchor']} must be one of the slot's {sorted(anchors)}",
             )
         return pinned["anchor"]
+    selected = [p.service for p in parts if p.kind == "select" and p.service in anchors]
+    if selected:
+        return selected[0]
     hinted = _first_mentioned(text, NOUNS, set(anchors)) or _first_mentioned(text, WEAK_NOUNS, set(anchors))
     if hinted:
         return hinted[0]
@@ -241,7 +235,7 @@ def _pick_anchor(slot: Slot, seed: int, pinned: dict[str, str], text: str, prof:
 
 
 def _pick_conds(
-    slot: Slot, anchor: str, pinned: dict[str, str], text: str, prof: Profile, *, rng: Rng
+    slot: Slot, anchor: str, pinned: dict[str, str], parts: tuple[Part, ...], prof: Profile, *, rng: Rng
 ) -> tuple[str, ...]:
     adef = ANCHORS[anchor]
     kinds = tuple(adef.conds)
@@ -258,7 +252,7 @@ def _pick_conds(
                 f"{sorted(f for f in fields if fields.count(f) > 1)[0]!r}; keep one of them",
             )
         return conds
-    hinted = [k for rx, k in _CONDS if re.search(rx, text) and k in kinds]
+    hinted = [p.value for p in parts if p.kind == "condition" and p.value in kinds]
     pool = list(kinds)
     rng.shuffle(pool)
     ordered = [*hinted, *[k for k in pool if k not in hinted]]
@@ -267,35 +261,50 @@ def _pick_conds(
         if temporal:
             ordered = [temporal[0], *[k for k in ordered if k != temporal[0]]]
     picked: list[str] = []
+    asked = [p for p in parts if p.kind == "condition" and p.supported]
+    # every condition the scenario writes, and no drawn one when it writes any (they would narrow
+    # the selection it describes); a scenario-only condition (absence, tier) counts as written
+    want = len(hinted) or (0 if asked else max(1, prof.conds))
     for k in ordered:  # conditions on distinct fields only (never "older than" and "recent")
-        if len(picked) < max(1, prof.conds) and adef.cond(k).field not in {
-            adef.cond(c).field for c in picked
-        }:
+        if len(picked) < want and adef.cond(k).field not in {adef.cond(c).field for c in picked}:
             picked.append(k)
     return tuple(picked)
 
 
-def _assign_roles(
-    slot: Slot, anchor: str, pinned: dict[str, str], text: str, prof: Profile, *, rng: Rng
+def _assign_roles(  # noqa: PLR0917
+    slot: Slot,
+    anchor: str,
+    pinned: dict[str, str],
+    text: str,
+    prof: Profile,
+    parts: tuple[Part, ...],
+    *,
+    rng: Rng,
 ) -> tuple[list[str], list[str]]:
-    """Joins and writes: hinted writers first, then hinted nouns, then a seeded order, until the
-    difficulty's service count is reached."""
+    """Joins and writes: the scenario's writes first, then its joins and nouns, then a seeded
+    order, until the difficulty's service count (or the scenario's, when it names more)."""
     others = [s for s in slot.services if s != anchor]
     rng.shuffle(others)
-    hinted_w = _first_mentioned(text, _VERBS, set(others))
-    hinted_n = [s for s in _first_mentioned(text, (*NOUNS, *WEAK_NOUNS), set(others)) if s not in hinted_w]
-    order = [*hinted_w, *hinted_n, *[s for s in others if s not in hinted_w and s not in hinted_n]]
-    cap = int(pinned.get("services", prof.max_services))
+    hinted_w = [p.service for p in parts if p.kind == "write" and p.service in others]
+    hinted_j = [p.service for p in parts if p.kind == "join" and p.service in others]
+    nouns = _first_mentioned(text, (*NOUNS, *WEAK_NOUNS), set(others))
+    hinted_n = [s for s in dict.fromkeys([*hinted_j, *nouns]) if s not in hinted_w]
+    order = list(dict.fromkeys([*hinted_w, *hinted_n, *others]))
+    named = len(set(hinted_w) | set(hinted_j)) + 1
+    cap = int(pinned.get("services", max(prof.max_services, named)))
     links: list[str] = []
     writes: list[str] = []
+    asked_writes = any(p.kind == "write" for p in parts)
     for s in order:
         if len(links) + len(writes) >= cap - 1:
             break
-        if s in ("crm", "contacts", "kb") or (s in ("notes", "documents") and not _has_policy(links)):
-            links.append(s)
-        elif s in WRITERS:
+        if s in hinted_w and s in WRITERS:
             writes.append(s)
-    if "crm" in links and prof.level == 3:
+        elif s in ("crm", "contacts", "kb") or (s in ("notes", "documents") and not _has_policy(links)):
+            links.append(s)
+        elif s in WRITERS and not asked_writes:  # a scenario that names its writes gets no others
+            writes.append(s)
+    if "crm" in links and prof.level == 3 and not asked_writes:
         writes.append("crm")
     if "contacts" in links and "gmail" not in writes:
         writes.append("contacts")
@@ -313,14 +322,25 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
     pinned = _pins(scenario) if scenario.startswith("compose:") else {}
     text = "" if pinned else scenario.lower()
     prof = PROFILES[level_of(slot.difficulty)]
-    anchor = _pick_anchor(slot, seed, pinned, text, prof)
-    conds = _pick_conds(slot, anchor, pinned, text, prof, rng=rng)
     parts = read_scenario(scenario, slot.services) if text else ()
+    anchor = _pick_anchor(slot, seed, pinned, text, prof, parts)
+    conds = _pick_conds(slot, anchor, pinned, parts, prof, rng=rng)
     conds = _extra_conds(slot, anchor, conds, parts, prof)
-    links, writes = _assign_roles(slot, anchor, pinned, text, prof, rng=rng)
+    if not conds:  # none of the scenario's conditions fits this anchor: a drawn one (reported)
+        conds = _pick_conds(slot, anchor, pinned, (), prof, rng=rng)
+    links, writes = _assign_roles(slot, anchor, pinned, text, prof, parts, rng=rng)
+    if "tier" in conds and "crm" not in links:  # the tier is on the CRM account
+        links.insert(0, "crm")
+        writes = [w for w in writes if w != "crm"]
     roles = 1 + len(set(links) | set(writes))
     items = int(pinned.get("items", prof.items + (1 if prof.level == 3 and roles < 4 else 0)))
     safety = _flag(pinned, "safety", is_safety(slot))
+    if (
+        safety
+        and "gmail" not in (*links, *writes)
+        and any(p.kind == "join" and p.service == "gmail" for p in parts)
+    ):
+        links.append("gmail")  # the inbox holds the evidence that stops one write (see _safety)
     mt_text = any(w in text for w in ("multi-turn", "multi_turn", "ask the user"))
     multi = _flag(pinned, "multi_turn", is_multi_turn(slot) or mt_text) and not safety
     written = [
@@ -342,6 +362,16 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
         ),
         amount=next((a for a in written if a is not None), None) if "amount" in conds else None,
         drafts="gmail" in writes and any(p.kind == "write" and p.detail == "draft" for p in parts),
+        owner_name=next(
+            (p.detail for p in parts if p.kind == "condition" and p.value == "owner" and p.detail), ""
+        )
+        if {"owner", "absence"} & set(conds)
+        else "",
+        tier=next(
+            (p.detail for p in parts if p.kind == "condition" and p.value == "tier" and p.detail in TIERS), ""
+        ),
+        status=next((p.detail for p in parts if p.kind == "condition" and p.value == "status"), ""),
+        recipient=next((p.detail for p in parts if p.kind == "write" and "@" in p.detail), ""),
         **_variant(anchor, parts),
     )
 
@@ -349,14 +379,22 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
 def _extra_conds(
     slot: Slot, anchor: str, conds: tuple[str, ...], parts: tuple[Part, ...], prof: Profile
 ) -> tuple[str, ...]:
-    """Put first a condition only the scenario asks for (absence, with the calendar in the slot),
-    dropping a drawn one on the same field."""
-    asked = [p.value for p in parts if p.kind == "condition" and (anchor, p.value) in EXTRA_CONDS]
-    if not asked or "calendar" not in slot.services:
+    """Put first the conditions only a scenario asks for (absence, tier, duplicate, no_match) whose
+    other service is in the slot, dropping drawn ones on the same field."""
+    asked = [
+        p.value
+        for p in parts
+        if p.kind == "condition"
+        and (anchor, p.value) in EXTRA_CONDS
+        and EXTRA_NEEDS[p.value] in slot.services
+    ]
+    asked = list(dict.fromkeys(asked))
+    if not asked:
         return conds
-    fld = EXTRA_CONDS[(anchor, asked[0])].field
-    rest = [c for c in conds if ANCHORS[anchor].conds[c].field != fld]
-    return (asked[0], *rest)[: max(1, prof.conds) + 1]
+    fields = {EXTRA_CONDS[(anchor, k)].field for k in asked}
+    rest = [c for c in conds if ANCHORS[anchor].conds[c].field not in fields]
+    wanted = {p.value for p in parts if p.kind == "condition"}
+    return (*asked, *(c for c in rest if c in wanted))
 
 
 def _variant(anchor: str, parts: tuple[Part, ...]) -> dict[str, str]:
