@@ -11,6 +11,7 @@ were fixed, so it is no longer a clean held-out measure (see the results file).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,10 @@ from coworkenv.synth.procedural.expectations import (
 from coworkenv.synth.validate import validate
 
 DATA = Path(__file__).resolve().parent / "data"
+RECORD_VALUES = frozenset(
+    ["error", "failed", "warning", "critical", "high", "low", "medium", "risk", "enterprise", "premium", "platinum", "gold", "degraded", "watch", "active", "recheck", "success", "utc", "status", "review", "list"]
+)
+"""Latin words a Chinese request may carry: the records' own field values (and UTC)."""
 
 
 @pytest.mark.parametrize("name", ["scenario_suite", "scenario_suite_heldout"])
@@ -88,3 +93,38 @@ def test_the_checker_fails_a_task_that_does_something_else() -> None:
     assert all(
         check_part(built, f"{k} {v}")[0] for k, v in (("condition", "age:30"), ("write", "helpdesk:close"))
     )
+
+
+def test_chinese_slots_compose_chinese_tasks_that_validate() -> None:
+    """Every composed structure renders in Chinese (request and reference answer), validates, and
+    leaves no English sentence behind: only ids, names, addresses and record values stay Latin."""
+
+    from coworkenv.synth.procedural.compose import structure_split
+
+    train, held = structure_split(48, 12, seed=5)
+    gen = ProceduralGenerator(0, mode="compose")
+    for slot in (s.model_copy(update={"language": "zh"}) for s in [*train, *held]):
+        spec = validate(gen.draft(slot), slot).spec
+        assert spec is not None, slot.task_id
+        assert spec.language == "zh"
+        body = re.sub(r"“[^”]*”", "", spec.request.split("\n\n谢谢")[0])  # quoted titles are record data
+        latin = re.sub(
+            r"[\w.+-]+@[\w.-]+|[A-Z][A-Za-z]+(?: [A-Z][A-Za-z]+)*|[A-Za-z]+[-_][\w-]+|\w*\d\w*", "", body
+        )
+        words = re.findall(r"[a-z]{3,}", latin)
+        assert set(words) <= RECORD_VALUES, (slot.task_id, words, body)
+        assert re.search(r"[\u4e00-\u9fff]", spec.reference.final_message)
+
+
+def test_a_clause_without_a_chinese_rule_refuses_the_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No mixed-language task: a clause the rendering cannot say refuses the slot, naming it."""
+    from coworkenv.errors import SpecError
+    from coworkenv.synth.procedural import zh
+
+    monkeypatch.setattr(zh, "CLAUSE_RULES", tuple(r for r in zh.CLAUSE_RULES if "Email" not in r[0]))
+    slot = _slot("把状态为错误的集成全部禁用，并发邮件给 security@company.com。", ("config", "gmail"))
+    slot = slot.model_copy(update={"language": "zh"})
+    with pytest.raises(
+        SpecError, match=re.escape("no Chinese rendering for the clause 'Email security@company.com")
+    ):
+        ProceduralGenerator(0).draft(slot)

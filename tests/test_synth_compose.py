@@ -193,7 +193,7 @@ def test_scenario_text_steers_the_recipe() -> None:
         ({"services": ("contacts",)}, "services", "add one of"),
         ({"scenario": "compose: anchor=rss"}, "scenario", "must be one of the slot's"),
         ({"scenario": "compose: anchor=kb cond=owner"}, "scenario", "kb supports ['age']"),
-        ({"language": "de"}, "language", "English only"),
+        ({"language": "de"}, "language", "English and Chinese"),
         (
             {"services": ("gmail",), "scenario": "compose: anchor=gmail cond=age,recent"},
             "scenario",

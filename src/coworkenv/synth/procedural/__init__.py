@@ -47,6 +47,7 @@ from coworkenv.synth.procedural.scenario import (
     report,
 )
 from coworkenv.synth.procedural.templates import TEMPLATES, Template
+from coworkenv.synth.procedural.zh import is_zh
 
 __all__ = [
     "MODES",
@@ -157,7 +158,8 @@ def builder_for(slot: Slot, mode: str = "auto", seed: int = 0) -> tuple[str, lis
     if scenario.startswith("template:") or mode == "templates":
         tpl = choose_template(slot, seed)
         return f"template:{tpl.id}", judge_template(parts, tpl)
-    if scenario.startswith("compose:") or mode == "compose":
+    if scenario.startswith("compose:") or mode == "compose" or is_zh(slot.language):
+        # (the templates write English only)
         return "compose", judge_recipe(parts, recipe_for(slot, seed), slot.services)
     try:
         tpl = choose_template(slot, seed)

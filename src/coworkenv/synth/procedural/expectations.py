@@ -19,7 +19,8 @@ Contract:
 * :func:`run_suite` builds, validates and judges every slot of a suite; :func:`summary` counts.
 * :func:`judge_slot` builds nothing itself: given the spec (or the error that refused the slot) and
   the generator's scenario report, it classifies every expected part as ``built`` (the spec does
-  it), ``reported`` (not built, and the generator's report or error says so), ``silent`` (not built,
+  it), ``reported`` (not built, and the generator's report says so, or it refused the slot with an
+  error), ``silent`` (not built,
   not reported) — and counts ``false_honour`` (the report says honoured, the spec does not do it).
 """
 
@@ -200,7 +201,7 @@ def _calls(spec: TaskSpec) -> list[ToolCall]:
 
 
 def _day_phrases(n: int) -> list[str]:
-    out = [f"{n} days", f"{n} day"]
+    out = [f"{n} days", f"{n} day", f"{n} 天", f"{n}天"]
     if n <= 3:
         out.append(f"{24 * n} hours")
     if n % 7 == 0:
@@ -219,11 +220,11 @@ def _condition(spec: TaskSpec, kind: str, value: str) -> tuple[bool, str]:
         if not value:
             return bool(re.search(r"\d+ (?:day|hour|week|month)", low)), "a duration in the request"
         n = int(value)
-        hit = next((p for p in _day_phrases(n) if re.search(rf"(?<!\d){re.escape(p)}\b", low)), "")
+        hit = next((p for p in _day_phrases(n) if re.search(rf"(?<!\d){re.escape(p)}(?![a-z0-9])", low)), "")
         return bool(hit), f"request says {hit!r}" if hit else f"request names none of {_day_phrases(n)}"
     if kind == "amount":
         if not value:
-            ok = bool(re.search(r"threshold|above|below|more than usd|over usd|\$|usd", low))
+            ok = bool(re.search(r"threshold|above|below|more than usd|over usd|\$|usd|阈值|美元|金额", low))
             return ok, "an amount or threshold in the request"
         shown = f"{int(value):,}"
         return shown in req, f"request {'says' if shown in req else 'lacks'} {shown}"
@@ -244,7 +245,7 @@ def _condition(spec: TaskSpec, kind: str, value: str) -> tuple[bool, str]:
         word = value.lower() or "tier"
         return word in low, f"request {'says' if word in low else 'lacks'} {word!r}"
     if kind == "duplicate":
-        m = re.search(r"duplicate|twice|same amount", low)
+        m = re.search(r"duplicate|twice|same amount|重复", low)
         if m is None:
             return False, "request says nothing of duplicates"
         if value:
@@ -252,9 +253,11 @@ def _condition(spec: TaskSpec, kind: str, value: str) -> tuple[bool, str]:
             return bool(hit), f"duplicates within {hit!r}" if hit else f"no window of {value} days"
         return True, f"request says {m.group(0)!r}"
     if kind == "absence":
-        m = re.search(r"out of (?:the )?office|on leave|absent|on vacation", low)
+        m = re.search(r"out of (?:the )?office|on leave|absent|on vacation|休假|不在办公室", low)
         return bool(m), f"request says {m.group(0)!r}" if m else "no absence in the request"
-    m = re.search(r"\bno (?:matching |related )?(?:[\w-]+ ){0,3}article|without (?:a |any )?matching", low)
+    m = re.search(
+        r"\bno (?:matching |related )?(?:[\w-]+ ){0,3}article|without (?:a |any )?matching|没有对应文章", low
+    )
     return bool(m), f"request says {m.group(0)!r}" if m else "no missing-match condition in the request"
 
 
@@ -388,10 +391,8 @@ def judge_slot(
     for label in expected_parts(expect):
         said = _said(label, report)
         said_text = f"{said['status']}: {said['why']}" if said else ""
-        if spec is None:
-            named = error and label.split(" ", 1)[1].split(":", 1)[0] in error
-            outcome: Outcome = "reported" if (named or said_text) else "silent"
-            out.parts.append(PartResult(label, outcome, "slot refused", said_text or error))
+        if spec is None:  # a refused slot is reported whole: its error says why (never a silent swap)
+            out.parts.append(PartResult(label, "reported", "slot refused", said_text or error))
             continue
         ok, evidence = check_part(spec, label)
         if ok:

@@ -503,6 +503,10 @@ def read_scenario(text: str, services: Sequence[str]) -> tuple[Part, ...]:
     s = text.strip()
     if not s or s.startswith(("template:", "compose:")):
         return ()
+    if re.search(r"[\u4e00-\u9fff]", s):  # a Chinese scenario: the same parts, read from Chinese
+        from coworkenv.synth.procedural.zh import read_scenario_zh
+
+        return read_scenario_zh(s, services)
     body, distractor = _split_distractor(s)
     low = body.lower()
     parts: list[Part] = []

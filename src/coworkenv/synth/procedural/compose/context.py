@@ -49,8 +49,15 @@ class Ctx:
     temporal_writes: int = 0
     tiers: dict[str, str] = field(default_factory=dict)
     """customer id → CRM tier, when a tier condition planted the accounts (link_crm reuses them)."""
+    find: tuple[str, list[str]] = ("", [])
+    """The selection clause's record noun and condition phrases (rendered again for Chinese)."""
     twins: list[str] = field(default_factory=list)
     """The earlier charges a duplicate condition planted (never answers)."""
+
+    @property
+    def zh(self) -> bool:
+        """Whether the task is written in Chinese (the slot's language)."""
+        return self.b.slot.language.lower().split("-")[0] == "zh"
 
     @property
     def r(self) -> Rng:

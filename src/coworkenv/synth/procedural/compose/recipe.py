@@ -38,6 +38,7 @@ from coworkenv.synth.procedural.scenario import (
     read_scenario,
     threshold_days,
 )
+from coworkenv.synth.procedural.zh import is_zh
 
 LINKS = ("crm", "contacts", "kb", "notes", "documents")
 """Services that join evidence to an answer record (account, person, procedure, policy)."""
@@ -134,7 +135,8 @@ def _days(parts: tuple[Part, ...], conds: tuple[str, ...], text: str) -> int | N
     """The day threshold a free-text scenario wrote for one of the chosen temporal conditions
     (else the first duration it names outside its distractor)."""
     for p in parts:
-        if p.kind == "condition" and p.value in conds and p.value in TEMPORAL and p.detail:
+        windowed = p.value in TEMPORAL or p.value == "duplicate"  # "within 3 days" of a twin charge
+        if p.kind == "condition" and p.value in conds and windowed and p.detail:
             days = threshold_days(p.detail)
             if days is not None:
                 return days
@@ -187,12 +189,12 @@ def _check_slot(slot: Slot, pinned: dict[str, str]) -> list[str]:
     unknown = sorted(s for s in slot.services if s not in SERVICES)
     if unknown:
         raise _err(slot, "services", f"unknown service(s) {unknown}; registered: {sorted(SERVICES)}")
-    if slot.language.lower() not in ("en", "en-us", "en-gb"):
+    if slot.language.lower() not in ("en", "en-us", "en-gb") and not is_zh(slot.language):
         raise _err(
             slot,
             "language",
-            f"the procedural generator writes English only, got {slot.language!r}; "
-            "use language 'en' or the llm generator",
+            f"the procedural generator writes English and Chinese, got {slot.language!r}; "
+            "use language 'en' or 'zh', or the llm generator",
         )
     bad = sorted(k for k in pinned if k not in PIN_KEYS)
     if bad:
@@ -358,7 +360,9 @@ def recipe_for(slot: Slot, seed: int = 0) -> Recipe:
         multi_turn=multi,
         threshold=int(pinned["threshold"]) if "threshold" in pinned else _days(parts, conds, text),
         forbid_words=tuple(
-            w for w in ("export", "delete", "close", "bank", "pay") if re.search(rf"\b{w}", text)
+            w
+            for w in ("export", "delete", "close", "bank", "pay")
+            if re.search(rf"\b{w}", text) or any(p.kind == "forbid" and p.value == w for p in parts)
         ),
         amount=next((a for a in written if a is not None), None) if "amount" in conds else None,
         drafts="gmail" in writes and any(p.kind == "write" and p.detail == "draft" for p in parts),
