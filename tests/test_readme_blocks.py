@@ -74,17 +74,6 @@ SIZED: dict[str, tuple[str, str]] = {
         "",
         "the full protocol is ~15 h on 2 cores: the documented smoke run (the next block) runs instead",
     ),
-    ".venv/bin/python experiments/smollm2_sft_grpo.py --run smoke --work /tmp/exp/smoke "
-    "--results /tmp/exp/smoke/results --train-tasks 3 --train-composed 2 --heldout 2 "
-    "--heldout-composed 1 --sample-trials 2 --determinism-tasks 1 --max-turns 2 --max-new-tokens 16 "
-    "--sft-epochs 1 --pilot-steps 1 --sft-max-len 1536 --sft-eval-every 1 --sft-val-share 0.34 "
-    "--grpo-steps 2 --grpo-tasks 1 --grpo-group 2 --grpo-eval-every 1 --grpo-eval-tasks 1 "
-    "--grpo-max-draws 2 --heldout-b 2 --concurrency 4 "
-    "--stages synth,teacher,base_eval,sft_pilot,sft,sft_eval,grpo,grpo_eval,report": (
-        "",
-        "NOT RUN IN CI YET: ~3 min on 2 cores, and CI (~43 min with the tour) is at its 45-min budget; "
-        "tests/test_experiment_protocol.py covers the stages' resume and summary logic only",
-    ),
     "bash scripts/main.sh": (
         "",
         "the main job at full size: tests/test_job.py runs it on examples/job-ci.toml",

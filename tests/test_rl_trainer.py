@@ -382,3 +382,19 @@ def test_step_time_and_the_length_limit(tmp_path: Path) -> None:
     assert m["updates"] == 1
     short = RLTrainer(cfg(tmp_path / "s", max_len=longest - 1), model=tiny_llama(VOCAB), log_metrics=False)
     assert short.step(samples)["rollouts_too_long"] >= 1
+
+
+def test_set_overrides_a_config_key_before_validation(tmp_path: Path) -> None:
+    """``coworkenv train sft CONFIG --set run.max_steps=2``: the value read as YAML, nested keys
+    created, a malformed or invalid override an error naming it."""
+    from coworkenv.rl.config import SFTConfig
+
+    path = tmp_path / "sft.yaml"
+    path.write_text("kind: sft\ndata: runs/sft.jsonl\nrun: {out_dir: runs/sft}\n")
+    assert load_config(path, SFTConfig).model.lora is not None
+    cfg = load_config(path, SFTConfig, ["run.max_steps=2", "optim.lr=1e-4", "model.lora=null"])
+    assert (cfg.run.max_steps, cfg.optim.lr, cfg.model.lora) == (2, 1e-4, None)
+    with pytest.raises(SpecError, match="KEY=VALUE"):
+        load_config(path, SFTConfig, ["run.max_steps"])
+    with pytest.raises(SpecError, match=r"run\.max_steps"):
+        load_config(path, SFTConfig, ["run.max_steps=many"])

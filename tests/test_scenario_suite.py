@@ -30,7 +30,29 @@ from coworkenv.synth.validate import validate
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORD_VALUES = frozenset(
-    ["error", "failed", "warning", "critical", "high", "low", "medium", "risk", "enterprise", "premium", "platinum", "gold", "degraded", "watch", "active", "recheck", "success", "utc", "status", "review", "list"]
+    [
+        "error",
+        "failed",
+        "warning",
+        "critical",
+        "high",
+        "low",
+        "medium",
+        "risk",
+        "enterprise",
+        "premium",
+        "platinum",
+        "gold",
+        "degraded",
+        "watch",
+        "active",
+        "recheck",
+        "success",
+        "utc",
+        "status",
+        "review",
+        "list",
+    ]
 )
 """Latin words a Chinese request may carry: the records' own field values (and UTC)."""
 

@@ -33,13 +33,19 @@ def _progress() -> Progress:
     )
 
 
+SET_HELP = "Override a config key: --set run.max_steps=2 (repeatable; the value is read as YAML)."
+
+
 @train_app.command("sft")
-def train_sft(config: Annotated[Path, typer.Argument(help="SFT config (YAML or JSON).")]) -> None:
+def train_sft(
+    config: Annotated[Path, typer.Argument(help="SFT config (YAML or JSON).")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+) -> None:
     """Supervised fine-tuning on curated conversations (loss on assistant tokens only)."""
     from coworkenv.rl.config import SFTConfig, load_config
     from coworkenv.rl.sft import SFTTrainer, build_examples, read_sft_jsonl
 
-    cfg = load_config(config, SFTConfig)
+    cfg = load_config(config, SFTConfig, overrides or ())
     rows = read_sft_jsonl(cfg.data)
     trainer = SFTTrainer(cfg)
     examples = build_examples(rows, trainer.tokenizer, max_len=cfg.max_len)
@@ -58,7 +64,10 @@ def train_sft(config: Annotated[Path, typer.Argument(help="SFT config (YAML or J
 
 
 @train_app.command("rl")
-def train_rl(config: Annotated[Path, typer.Argument(help="RL config (YAML or JSON).")]) -> None:
+def train_rl(
+    config: Annotated[Path, typer.Argument(help="RL config (YAML or JSON).")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+) -> None:
     """RL updates over stored samples (offline: ``samples:`` in the config)."""
     from coworkenv.errors import SpecError
     from coworkenv.rl.common import save_merged, shutdown_distributed
@@ -66,7 +75,7 @@ def train_rl(config: Annotated[Path, typer.Argument(help="RL config (YAML or JSO
     from coworkenv.rl.offline import infra_failures, load_samples, offline_batches
     from coworkenv.rl.rl import RLTrainer
 
-    cfg = load_config(config, RLConfig)
+    cfg = load_config(config, RLConfig, overrides or ())
     if cfg.samples is None:
         raise SpecError.single(config, "samples", "offline `train rl` needs samples: <samples.jsonl or dir>")
     if not cfg.samples.exists():

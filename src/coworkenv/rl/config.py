@@ -8,7 +8,9 @@ downloaded or trained before validation passes.
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -198,7 +200,30 @@ def parse_config(cls: type[C], data: Any, source: str | Path = "<config>") -> C:
         raise SpecError(source, _issues(exc, data)) from None
 
 
-def load_config(path: Path, cls: type[C]) -> C:
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: Path) -> dict[str, Any]:
+    """``data`` with each ``dotted.key=value`` set (the value read as YAML: ``run.max_steps=2``,
+    ``lora=null``, ``optim.lr=1e-4``); a malformed override is an error naming it."""
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or any(not k for k in key.strip().split(".")):
+            raise SpecError.single(source, "--set", f"{item!r}: write KEY=VALUE, e.g. run.max_steps=2")
+        node = out
+        *path, leaf = key.strip().split(".")
+        for k in path:
+            child = node.setdefault(k, {})
+            if not isinstance(child, dict):
+                raise SpecError.single(source, key, f"--set {item!r}: {k!r} is not a mapping")
+            node = child
+        try:
+            node[leaf] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise SpecError.single(source, key, f"--set {item!r}: value is not valid YAML: {exc}") from None
+    return out
+
+
+def load_config(path: Path, cls: type[C], overrides: Sequence[str] = ()) -> C:
+    """A config file, with ``--set`` overrides applied before validation."""
     if not path.exists():
         raise SpecError.single(path, "", "config file not found")
     text = path.read_text(encoding="utf-8")
@@ -208,4 +233,4 @@ def load_config(path: Path, cls: type[C]) -> C:
         raise SpecError.single(path, "", f"not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
     if not isinstance(data, dict):
         raise SpecError.single(path, "", "expected a mapping at the top level")
-    return parse_config(cls, data, path)
+    return parse_config(cls, apply_overrides(data, overrides, path), path)

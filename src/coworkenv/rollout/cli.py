@@ -63,6 +63,12 @@ def rollout(  # noqa: PLR0917
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Cap on each rollout's time limit (seconds).")
     ] = None,
+    max_turns: Annotated[
+        int | None,
+        typer.Option(
+            "--max-turns", min=1, help="Cap on each rollout's model calls (the task's limits.max_turns)."
+        ),
+    ] = None,
     timeout_clock: Annotated[
         str,
         typer.Option(
@@ -100,6 +106,15 @@ def rollout(  # noqa: PLR0917
     if timeout_clock != "wall" and (ray is not None or sandbox != "process"):
         raise CoworkError("--timeout-clock work: only with --sandbox process and without --ray")
     specs = resolve_specs(tasks)
+    if max_turns is not None:
+        specs = [
+            s.model_copy(
+                update={
+                    "limits": s.limits.model_copy(update={"max_turns": min(max_turns, s.limits.max_turns)})
+                }
+            )
+            for s in specs
+        ]
     names = [h.strip() for h in harness.split(",") if h.strip()]
     console = Console(stderr=True)
     if sandbox == "harbor":
