@@ -145,6 +145,12 @@ def test_absence_from_the_calendar_selects_and_the_cover_gets_the_tickets() -> N
     assert {c.args["ticket_id"] for c in moves} == set(spec.answer_ids)
     assert {c.args["assigned_to"] for c in moves} != {absent}
     assert "calendar_list_events" in [c.tool for c in _calls(spec)]
+    # "reassigned to the engineer's backup listed in contacts": the backup is found, not named
+    backup = {c.args["assigned_to"] for c in moves}.pop()
+    assert backup not in spec.request
+    people = {c["email"]: c for c in spec.services["contacts"]["contacts"]}
+    assert backup in people[absent]["notes"]
+    assert "contacts_search" in [c.tool for c in _calls(spec)]
 
 
 def test_a_draft_scenario_builds_drafts_and_forbids_sending() -> None:

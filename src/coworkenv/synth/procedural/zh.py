@@ -546,6 +546,10 @@ WHO_RULES: tuple[Rule, ...] = (
         "政策中指定的升级联系人（地址见通讯录）",
     ),
     (r"the owner", "负责人"),
+    (
+        r"their backup \(named on the absent colleague's contact record\)",
+        "其代班同事（写在休假同事的通讯录记录上）",
+    ),
     (rf"(?P<name>{NAME}) \((?P<email>[^,)]+), covering for them\)", "{name}（{email}，代其处理工作）"),
     (rf"(?P<name>{NAME}) \((?P<email>[^,)]+)\)", "{name}（{email}）"),
     (rf"(?P<name>{NAME}) from (?P<dept>\w+) \(address in contacts\)", "{dept}的 {name}（地址见通讯录）"),

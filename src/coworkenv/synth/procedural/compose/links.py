@@ -52,20 +52,40 @@ def link_crm(ctx: Ctx) -> None:
 
 def link_contacts(ctx: Ctx) -> None:
     r, b, p = ctx.r, ctx.b, ctx.p
+    # an absent owner's contact record names their backup (the namesake's names another): the
+    # writes go to the backup found there, not to someone the request names
+    away = "absence" in ctx.rc.conds and ctx.who is not None and ctx.who not in (p.owner, p.namesake)
+    backups = {p.owner.name: ctx.who, p.namesake.name: r.person(department=p.namesake.department)}
     for person in (p.owner, p.namesake):
-        b.add(
-            "contacts",
-            "contacts",
-            {
-                "contact_id": r.uid("c_"),
-                "name": person.name,
-                "department": person.department,
-                "title": "Account manager" if person is p.owner else "Analyst",
-                "email": person.email,
-                "phone": f"+1-555-{r.randint(1000, 9999)}",
-            },
-        )
+        row = {
+            "contact_id": r.uid("c_"),
+            "name": person.name,
+            "department": person.department,
+            "title": "Account manager" if person is p.owner else "Analyst",
+            "email": person.email,
+            "phone": f"+1-555-{r.randint(1000, 9999)}",
+        }
+        backup = backups[person.name]
+        if away and backup is not None:
+            row["notes"] = f"Backup while away: {backup.name} ({backup.email})"
+        b.add("contacts", "contacts", row)
     ctx.owner_contact = b.records["contacts"]["contacts"][-2]["contact_id"]
+    if away:
+        for backup in backups.values():
+            assert backup is not None
+            b.add(
+                "contacts",
+                "contacts",
+                {
+                    "contact_id": r.uid("c_"),
+                    "name": backup.name,
+                    "department": backup.department,
+                    "title": "Engineer",
+                    "email": backup.email,
+                    "phone": f"+1-555-{r.randint(1000, 9999)}",
+                },
+            )
+        ctx.who_phrase = "their backup (named on the absent colleague's contact record)"
     ctx.reads.append(("contacts_search", {"query": p.owner.name}))
     b.called("looked_up_colleague", 5, "contacts_search")
     ctx.customer_recipient = False
