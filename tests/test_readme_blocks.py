@@ -207,3 +207,41 @@ def test_every_exception_names_a_line_that_exists() -> None:
     assert set(SERVERS) <= commands, set(SERVERS) - commands
     assert set(SIZED) <= commands, set(SIZED) - commands
     assert any(re.search(r"smollm2_sft_grpo\.py --run smoke", c) for c in commands)
+
+
+EXAMPLE_HEADERS: dict[str, str] = {
+    "coworkenv train sft examples/train/sft.yaml": "the tour runs it with --set run.max_steps=1",
+    "coworkenv train rl examples/train/rl.yaml": "the tour runs it with --set run.max_steps=1",
+    "coworkenv job --config examples/job.toml": "tests/test_job.py runs the job on examples/job-ci.toml",
+    "coworkenv job --config examples/job-sft16.toml": "the 16-step SFT job of experiments/results/2026-12-02 "
+    "(~48 min): tests/test_job.py runs the same job code on examples/job-ci.toml",
+}
+"""Commands the examples' file headers give ("Run: ...") → which test runs them, at what size."""
+
+
+def example_header_commands() -> list[tuple[str, str]]:
+    """``(file, command)`` for every "Run: <command>" in a header comment under ``examples/``."""
+    out = []
+    for path in sorted((ROOT / "examples").rglob("*")):
+        if path.suffix not in (".yaml", ".yml", ".toml"):
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            m = re.search(r"Run: (coworkenv [^(]+?)\s*(?:\(|$)", line)
+            if m:
+                out.append((str(path.relative_to(ROOT)), " ".join(m.group(1).split())))
+    return out
+
+
+def test_every_example_header_command_exists_and_a_test_runs_it() -> None:
+    from tests.test_readme_commands import check_line
+
+    found = example_header_commands()
+    assert len(found) >= 4
+    tour = {_command(t) for t in tour_lines()}
+    for path, command in found:
+        assert not check_line(command), (path, command, check_line(command))
+        assert command in EXAMPLE_HEADERS, f"{path}: `{command}` is run by no test; add it to EXAMPLE_HEADERS"
+        if "the tour runs it" in EXAMPLE_HEADERS[command]:
+            assert any(t.startswith(command + " --set") for t in tour), command
