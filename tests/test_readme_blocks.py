@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -95,6 +96,19 @@ SIZED: dict[str, tuple[str, str]] = {
     ),
 }
 """Lines run with a size knob → (the command run instead, or "" when another line is its knob; why)."""
+
+
+FRESH: dict[str, tuple[str, ...]] = {
+    ".venv/bin/python experiments/smollm2_sft_grpo.py --run smoke --work /tmp/exp/smoke "
+    "--results /tmp/exp/smoke/results --train-tasks 3 --train-composed 2 --heldout 2 "
+    "--heldout-composed 1 --sample-trials 2 --determinism-tasks 1 --max-turns 2 --max-new-tokens 16 "
+    "--sft-epochs 1 --pilot-steps 1 --sft-max-len 1536 --sft-eval-every 1 --sft-val-share 0.34 "
+    "--grpo-steps 2 --grpo-tasks 1 --grpo-group 2 --grpo-eval-every 1 --grpo-eval-tasks 1 "
+    "--grpo-max-draws 2 --heldout-b 2 --concurrency 4 "
+    "--stages synth,teacher,base_eval,sft_pilot,sft,sft_eval,grpo,grpo_eval,report": ("/tmp/exp/smoke",),
+}
+"""Lines that resume from what an earlier run left (the experiment's --work) → folders removed first,
+so the line runs every stage rather than finding them done."""
 
 
 def _command(text: str) -> str:
@@ -193,6 +207,8 @@ def test_every_readme_line_runs(doc: str, line: int, text: str, tmp_path: Path) 
         if not command:
             print(f"{doc}:{line}: not run, {why}")
             return
+    for stale in FRESH.get(command, ()):  # a line that resumes from its own output starts clean
+        shutil.rmtree(stale, ignore_errors=True)
     done = subprocess.run(
         command, shell=True, cwd=repo, env=_env(), capture_output=True, text=True, timeout=900, check=False
     )
@@ -206,6 +222,7 @@ def test_every_exception_names_a_line_that_exists() -> None:
     commands = {_command(t) for _d, _n, t in LINES}
     assert set(SERVERS) <= commands, set(SERVERS) - commands
     assert set(SIZED) <= commands, set(SIZED) - commands
+    assert set(FRESH) <= commands, set(FRESH) - commands
     assert any(re.search(r"smollm2_sft_grpo\.py --run smoke", c) for c in commands)
 
 
