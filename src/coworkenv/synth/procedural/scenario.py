@@ -455,6 +455,45 @@ def _first(text: str, table: Iterable[tuple[str, str]]) -> tuple[int, str, str] 
     return best
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A write verb resolved against the selection: the service it writes and the action."""
+
+    target: str
+    action: str
+    on_anchor: bool
+
+    def fresh(self, written: set[str], acts: list[str], drafts: bool) -> bool:
+        """Whether it is a new write part (one act per kind on the anchor — an update only when no
+        other act; one write per other service; no send where the scenario drafts); records it."""
+        if self.on_anchor:
+            if self.action in acts or (self.action == "update" and acts):
+                return False
+            acts.append(self.action)
+        elif self.target in written or (self.action == "send" and self.target == "gmail" and drafts):
+            return False
+        written.add(self.target)
+        return True
+
+
+def admit_write(
+    verb_svc: str, verb_action: str, anchor: str, incoming: bool, services: Sequence[str]
+) -> Admitted | None:
+    """Resolve a write verb's service (``@anchor``: the selected records; ``@reply``: the
+    selected emails, the email the scenario is about when ``incoming``, else a new email); None
+    when it writes nowhere (no anchor, or a weak service the slot lacks). Shared by both readers."""
+    svc, action = verb_svc, verb_action
+    if svc == "@reply":
+        if anchor == "gmail":
+            svc = "@anchor"
+        else:
+            svc, action = "gmail", "reply" if incoming else "send"
+    target = anchor if svc == "@anchor" else svc
+    if not target or (svc != "@anchor" and svc not in STRONG and svc not in services):
+        return None
+    return Admitted(target, action, svc == "@anchor")
+
+
 def _writes(
     body: str, anchor: str, services: Sequence[str], forbidden_spans: list[tuple[int, int]], drafts: bool
 ) -> list[Part]:
@@ -473,24 +512,10 @@ def _writes(
             ),
             None,
         )  # "do not send" is a prohibition, not a write
-        svc, action = verb_svc, verb_action
-        if svc == "@reply":  # to the selected emails, the email the scenario is about, or an email
-            if anchor == "gmail":
-                svc = "@anchor"
-            else:
-                svc, action = "gmail", "reply" if INCOMING.search(low) else "send"
-        target = anchor if svc == "@anchor" else svc
-        if m is None or not target:
+        admitted = admit_write(verb_svc, verb_action, anchor, INCOMING.search(low) is not None, services)
+        if m is None or admitted is None or not admitted.fresh(written, acts, drafts):
             continue
-        if svc == "@anchor":
-            if action in acts or (action == "update" and acts):
-                continue
-            acts.append(action)
-        elif target in written or (svc not in STRONG and svc not in services):
-            continue
-        elif action == "send" and target == "gmail" and drafts:
-            continue  # "draft (do not send)": the draft part says it
-        written.add(target)
+        target, action = admitted.target, admitted.action
         detail = "draft" if action == "draft" else _tag_value(body[m.end() :]) if action == "tag" else ""
         if action in ("send", "share", "publish", "reply") and not detail:
             detail = _address(body[m.start() :])

@@ -27,6 +27,7 @@ from coworkenv.synth.procedural.scenario import (
     NAME,
     TIERS,
     Part,
+    admit_write,
     owner_name,
 )
 
@@ -295,34 +296,16 @@ def _zh_select(body: str) -> tuple[int, str] | None:
 def _zh_writes(
     body: str, anchor: str, services: Sequence[str], spans: list[tuple[int, int]], drafts: bool
 ) -> list[Part]:
-    from coworkenv.synth.procedural.scenario import STRONG
-
     out: list[Part] = []
     written: set[str] = set()
     acts: list[str] = []
     for rx, verb_svc, verb_action in WRITES_ZH:
         w = next((w for w in re.finditer(rx, body) if not any(a <= w.start() < b for a, b in spans)), None)
-        svc, action = verb_svc, verb_action
-        if svc == "@reply":
-            if anchor == "gmail":
-                svc = "@anchor"
-            else:
-                incoming = re.search(r"(?:一封|这封|该)邮件.{0,10}(?:要求|请求|询问)|来信", body)
-                svc, action = "gmail", "reply" if incoming else "send"
-        target = anchor if svc == "@anchor" else svc
-        if w is None or not target:
+        incoming = re.search(r"(?:一封|这封|该)邮件.{0,10}(?:要求|请求|询问)|来信", body) is not None
+        admitted = admit_write(verb_svc, verb_action, anchor, incoming, services)
+        if w is None or admitted is None or not admitted.fresh(written, acts, drafts):
             continue
-        if svc == "@anchor":
-            if action in acts or (action == "update" and acts):
-                continue
-            acts.append(action)
-        elif (
-            target in written
-            or (svc not in STRONG and svc not in services)
-            or (action == "send" and target == "gmail" and drafts)
-        ):
-            continue
-        written.add(target)
+        target, action = admitted.target, admitted.action
         detail = "draft" if action == "draft" else ""
         if action == "tag":
             tag = re.search(r"(?:标签|标记为)\s*[“\"'「]?([a-z][a-z0-9_-]{1,30})", body[w.start() :])

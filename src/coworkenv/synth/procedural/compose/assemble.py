@@ -19,7 +19,7 @@ from coworkenv.errors import SpecError
 from coworkenv.synth.procedural.builder import SpecBuilder, target
 from coworkenv.synth.procedural.compose.anchors import ACT_VARIANTS, TEMPORAL, Item, Params
 from coworkenv.synth.procedural.compose.context import Ctx
-from coworkenv.synth.procedural.compose.links import LINKERS
+from coworkenv.synth.procedural.compose.links import LINKERS, crm_account
 from coworkenv.synth.procedural.compose.recipe import Recipe
 from coworkenv.synth.procedural.compose.writes import WRITERS
 from coworkenv.synth.procedural.records import DEPARTMENTS, PROJECTS, Person, seed_int
@@ -127,21 +127,7 @@ def _tiers(ctx: Ctx) -> None:
         role = it.roles.get("tier", "pass")
         tier = {"pass": p.tier, "near": TIER_NEAR.get(p.tier, "business"), "fail": "standard"}[role]
         ctx.tiers[it.customer_id] = tier
-        b.add(
-            "crm",
-            "customers",
-            {
-                "customer_id": it.customer_id,
-                "name": it.company.name,
-                "contact_person": it.contact.name,
-                "email": it.contact.email,
-                "industry": r.choice(("retail", "logistics", "health", "media")),
-                "tier": tier,
-                "status": "active",
-                "last_contact_date": r.day(-r.randint(3, 40)),
-                "notes": f"Account manager: {(p.owner if it in ctx.items else p.namesake).name}.",
-            },
-        )
+        b.add("crm", "customers", crm_account(r, it, tier, p.owner if it in ctx.items else p.namesake))
     for it in [*ctx.items, *ctx.near]:
         ctx.reads.append(("crm_get_customer", {"customer_id": it.customer_id}))
     b.args(

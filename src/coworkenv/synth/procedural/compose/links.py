@@ -14,29 +14,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coworkenv.synth.procedural.builder import target
-from coworkenv.synth.procedural.compose.anchors import TEMPORAL
+from coworkenv.synth.procedural.compose.anchors import TEMPORAL, Item
+from coworkenv.synth.procedural.compose.blocks import Row
 from coworkenv.synth.procedural.compose.context import Ctx
+from coworkenv.synth.procedural.records import Person, Rng
+
+
+def crm_account(r: Rng, it: Item, tier: str, manager: Person) -> Row:
+    """The CRM account behind an answer or distractor record (its customer, tier, manager)."""
+    return {
+        "customer_id": it.customer_id,
+        "name": it.company.name,
+        "contact_person": it.contact.name,
+        "email": it.contact.email,
+        "industry": r.choice(("retail", "logistics", "health", "media")),
+        "tier": tier,
+        "status": "active",
+        "last_contact_date": r.day(-r.randint(3, 40)),
+        "notes": f"Account manager: {manager.name}.",
+    }
 
 
 def link_crm(ctx: Ctx) -> None:
     r, b, p = ctx.r, ctx.b, ctx.p
     planted = [] if ctx.tiers else [*ctx.items, *ctx.near]  # a tier condition planted them already
     for it in planted:
-        manager = p.owner if it in ctx.items else p.namesake
         b.add(
-            "crm",
-            "customers",
-            {
-                "customer_id": it.customer_id,
-                "name": it.company.name,
-                "contact_person": it.contact.name,
-                "email": it.contact.email,
-                "industry": r.choice(("retail", "logistics", "health", "media")),
-                "tier": "enterprise",
-                "status": "active",
-                "last_contact_date": r.day(-r.randint(3, 40)),
-                "notes": f"Account manager: {manager.name}.",
-            },
+            "crm", "customers", crm_account(r, it, "enterprise", p.owner if it in ctx.items else p.namesake)
         )
     if not ctx.anchor.has_customer_id:
         ctx.reads.append(("crm_list_customers", {}))
