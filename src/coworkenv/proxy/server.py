@@ -22,6 +22,8 @@ Contract:
   keep-alive comment goes out every ``keepalive_s`` (the 200 status is committed only then, so a
   failure within the first interval still gets a real 5xx status; a later one ends the stream with
   the dialect's error event). Then the turn is emitted as the dialect's protocol events in one write.
+* A closed rollout's entry is kept for the newest :data:`CLOSED_KEPT` closed rollouts only, so a
+  long run's proxy holds memory for the rollouts in flight, not for every rollout it served.
 * :meth:`settle` waits until no call of the rollout is pending and its record count has been stable
   for ``quiet_s`` (bounded by ``timeout_s``; it returns the count either way, :meth:`stats` tells).
 * Store writes never block the event loop on ``fsync``: a store whose ``fsync`` attribute is true
@@ -66,6 +68,9 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+CLOSED_KEPT = 1024
+"""Closed rollouts whose entries (call count, model seconds, next seq) the proxy keeps, newest first;
+an older one's ``stats`` raise ``KeyError`` and a reopened id resumes its seq from the store."""
 ROLLOUT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 _CHAT, _RESPONSES, _ANTHROPIC = OpenAIChat(), OpenAIResponses(), AnthropicMessages()
@@ -227,6 +232,8 @@ class ProxyServer:
         rollout = self._open.pop(rollout_id, None)
         if rollout is not None:
             self._closed[rollout_id] = rollout
+            if len(self._closed) > CLOSED_KEPT:  # the oldest closed rollout's entry goes
+                del self._closed[next(iter(self._closed))]
             sync = getattr(self._store, "sync", None)
             if callable(sync):
                 sync(rollout_id)

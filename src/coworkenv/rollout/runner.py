@@ -15,7 +15,8 @@ Contract of :func:`run_rollouts` / :func:`run_rollouts_async`:
   by the run (:class:`~coworkenv.claweval.worker.GraderPool`, at most one per concurrent rollout,
   started on first use, ended with the session); see :mod:`coworkenv.rollout.reward`;
 * ``backend``: a :class:`Backend` shared by all rollouts; ``"reference"`` (each task's reference
-  solution, :meth:`ScriptedBackend.from_reference`); any other string goes to
+  solution, :meth:`ScriptedBackend.from_reference`); ``"simulated?ttft_ms=…&tpot_ms=…"`` (the same
+  at a simulated engine's pace, :mod:`coworkenv.proxy.backends.simulated`); any other string goes to
   ``make_backend(spec)``; or a callable ``TaskSpec -> Backend`` for a per-rollout backend.
 """
 
@@ -124,6 +125,12 @@ def resolve_backend(backend: BackendArg) -> tuple[Backend, Callable[[TaskSpec], 
             from coworkenv.proxy.backends.scripted import ScriptedBackend
 
             return UnassignedBackend(), ScriptedBackend.from_reference, "reference"
+        if backend.startswith("simulated?") or backend == "simulated":
+            from coworkenv.proxy.backends import parse_spec
+            from coworkenv.proxy.backends.simulated import pace, per_task
+
+            factory = per_task(*pace(parse_spec(backend)[2], backend))
+            return UnassignedBackend(), factory, factory.__name__
         try:
             from coworkenv.proxy.backends import make_backend  # type: ignore[attr-defined,unused-ignore]
         except ImportError as exc:

@@ -22,6 +22,9 @@
   ``version``.
 * ``passthrough:URL`` — an external Chat Completions API (teacher capture, not token-exact);
   options ``model``, ``api_key_env``.
+* ``simulated:TASK_ID_OR_FILE[,MORE]`` — those tasks' reference solutions at an engine's pace, for
+  load tests (:mod:`coworkenv.proxy.backends.simulated`); options ``ttft_ms``, ``tpot_ms``. Without a
+  target (``simulated?ttft_ms=…``) the rollout runner gives each rollout its task's reference.
 
 Heavy modules (torch, transformers) are imported only by the kinds that need them.
 """
@@ -36,7 +39,7 @@ from urllib.parse import parse_qsl
 from coworkenv.errors import CoworkError
 from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 
-KINDS = ("embedded", "scripted", "vllm", "sglang", "openai", "passthrough")
+KINDS = ("embedded", "scripted", "simulated", "vllm", "sglang", "openai", "passthrough")
 
 _FLOATS = ("temperature", "top_p", "fault_rate")
 _INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens", "step_tokens")
@@ -116,6 +119,16 @@ def make_backend(spec: str) -> Backend:
         return EmbeddedBackend.from_checkpoint(target or EMBEDDED, **opts)
     if kind == "scripted":
         return _scripted(target, _take(options, spec, ("fault_rate", "fault_seed")))
+    if kind == "simulated":
+        from coworkenv.proxy.backends.simulated import SimulatedBackend, pace
+
+        ttft_s, tpot_s = pace(options, spec)
+        if not target:
+            raise CoworkError(
+                f"backend {spec!r}: name the tasks (simulated:TASK_ID,...), or give the rollout runner "
+                "'simulated?…' alone to pace each rollout's own reference solution"
+            )
+        return SimulatedBackend(_scripted(target, {}), ttft_s=ttft_s, tpot_s=tpot_s)
     if not target.startswith(("http://", "https://")):
         raise CoworkError(
             f"backend {spec!r}: {kind} needs an http(s) URL, e.g. {kind}:http://localhost:8000/v1"

@@ -1,6 +1,7 @@
 """Agent harnesses: the built-in white-box loop and adapters for real, unmodified CLIs.
 
-``get_harness(name)`` builds one by its command-line name (see :data:`HARNESS_NAMES`).
+``get_harness(name)`` builds one by its command-line name (see :data:`HARNESS_NAMES`, and
+:data:`LOAD_HARNESSES` for the load rig's dialect agents).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from coworkenv.rollout.harnesses.base import (
 def _factories() -> dict[str, Callable[[], Harness]]:
     from coworkenv.rollout.harnesses.claude_code import ClaudeCode
     from coworkenv.rollout.harnesses.codex import Codex
+    from coworkenv.rollout.harnesses.dialect_agent import DialectAgent
     from coworkenv.rollout.harnesses.gemini import GeminiCli
     from coworkenv.rollout.harnesses.loop import LoopHarness
     from coworkenv.rollout.harnesses.mini import MiniSweAgent
@@ -38,6 +40,9 @@ def _factories() -> dict[str, Callable[[], Harness]]:
         "openclaw": OpenClaw,
         "mini-swe-agent": MiniSweAgent,
         "openhands": OpenHandsSdk,
+        "agent-chat": lambda: DialectAgent("chat"),
+        "agent-responses": lambda: DialectAgent("responses"),
+        "agent-messages": lambda: DialectAgent("messages"),
     }
 
 
@@ -52,17 +57,22 @@ HARNESS_NAMES = (
     "mini-swe-agent",
     "openhands",
 )
+LOAD_HARNESSES = ("agent-chat", "agent-responses", "agent-messages")
+"""In-process dialect agents for load tests (:mod:`coworkenv.rollout.harnesses.dialect_agent`), not
+harnesses a policy is trained through."""
 
 
 def get_harness(name: str) -> Harness:
     factories = _factories()
     if name not in factories:
-        raise CoworkError(f"unknown harness {name!r}; choose from {', '.join(HARNESS_NAMES)}")
+        names = ", ".join((*HARNESS_NAMES, *LOAD_HARNESSES))
+        raise CoworkError(f"unknown harness {name!r}; choose from {names}")
     return factories[name]()
 
 
 __all__ = [
     "HARNESS_NAMES",
+    "LOAD_HARNESSES",
     "Harness",
     "HarnessContext",
     "HarnessInfraError",
