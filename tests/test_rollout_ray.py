@@ -69,3 +69,83 @@ def test_ray_workers_jail_every_harness_process(tmp_path: Path) -> None:
     assert all(v.startswith("blocked") for v in report.values()), report
     assert record.rewards is not None
     assert record.rewards.reward == pytest.approx(1.0)
+
+
+def _kill_a_worker_when_busy(out_dir: Path, killed: list[int]) -> None:
+    """SIGKILL one Ray rollout worker process once both have rollouts in flight."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "RolloutWorker" in " ".join(p.info["cmdline"] or ())
+        ]
+        calls = out_dir / "calls"
+        if len(workers) >= 2 and not (out_dir / RECORDS_FILE).exists() and not any(calls.glob("*.jsonl")):
+            time.sleep(1.5)  # each worker has its rollouts open: simulated calls take 0.4 s each
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.append(workers[0].pid)
+            return
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("attempts", [2, 1])
+def test_a_lost_worker_reruns_its_rollouts_or_labels_them_and_none_is_lost(
+    tmp_path: Path, attempts: int
+) -> None:
+    """Kill a worker process mid-run: every planned rollout still ends with exactly one record —
+    run again elsewhere (attempts=2), or labelled ``worker_lost`` when no attempt is left."""
+    import threading
+
+    from coworkenv.rollout.ray import run_rollouts_ray
+
+    tasks = [builtin_task("M1003_ticket_kb_resolution"), builtin_task("MT01_meeting_slot_booking")]
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_a_worker_when_busy, args=(tmp_path, killed), daemon=True)
+    killer.start()
+    init = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+    summary = run_rollouts_ray(
+        tasks,
+        ["agent-chat"],
+        4,
+        "simulated?ttft_ms=400&tpot_ms=0",
+        tmp_path,
+        4,
+        workers=2,
+        init_kwargs=init,
+        attempts=attempts,
+    )
+    killer.join()
+    assert killed, "no worker was killed"
+    records, problems = read_records(tmp_path / RECORDS_FILE)
+    assert not problems
+    keys = [(r.task_id, r.trial) for r in records]
+    assert sorted(keys) == sorted((t.id, k) for t in tasks for k in range(4)), (
+        "one record per planned rollout"
+    )
+    assert len({r.rollout_id for r in records}) == len(records)
+    assert summary.meta["worker_losses"] >= 1
+    lost = [r for r in records if r.status == "infra_failure"]
+    if attempts == 2:
+        assert not lost, [r.failure for r in lost]
+        assert summary.meta["reruns"] == summary.meta["worker_losses"]
+        assert all(r.rewards is not None and r.rewards.reward == pytest.approx(1.0) for r in records)
+    else:
+        assert len(lost) == summary.meta["worker_losses"] >= 1
+        assert {r.failure.kind for r in lost if r.failure} == {"worker_lost"}
+        assert all(r.rewards is None for r in lost)
+    for r in records:  # the calls the driver wrote belong to the record that names them
+        calls, _ = read_calls(tmp_path / "calls" / f"{r.rollout_id}.calls.jsonl")
+        assert all(c.rollout_id == r.rollout_id and c.task_id == r.task_id for c in calls)
+        assert len(calls) == r.n_calls
+    again = run_rollouts_ray(
+        tasks, ["agent-chat"], 4, "simulated?ttft_ms=400&tpot_ms=0", tmp_path, 4, workers=2, init_kwargs=init
+    )
+    assert again.records == []
+    assert again.skipped == 8

@@ -9,6 +9,13 @@ to the driver as (record, calls JSONL); the driver writes the calls file, then a
 record, so the output directory is the single source of truth and works across machines.
 ``backend`` must be picklable (a spec string or a module-level factory); harnesses must be
 installed on every worker node.
+
+A lost worker (its process or its node died): the actor is restarted by Ray (``max_restarts``, on
+any node with room), and each rollout it had in flight — whose trial, sandbox and captures died with
+it, and whose record never reached the driver — is run again under a fresh rollout id, up to
+``attempts`` times in all; a rollout lost on every attempt is recorded as ``infra_failure`` /
+``worker_lost`` (never graded, never dropped). So every planned rollout ends with exactly one record.
+The summary's ``meta`` counts ``worker_losses`` and ``reruns``.
 """
 
 from __future__ import annotations
@@ -19,17 +26,19 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from coworkenv.rollout.execute import RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import Harness, get_harness
-from coworkenv.rollout.record import RolloutRecord, append_record
+from coworkenv.rollout.record import FailureLabel, RolloutRecord, append_record
 from coworkenv.rollout.runner import (
     CALLS_DIR,
     RECORDS_FILE,
     BackendArg,
     RunSummary,
+    new_rollout_id,
     open_session,
     plan_run,
 )
@@ -87,6 +96,8 @@ def run_rollouts_ray(  # noqa: PLR0917
     workers: int = 2,
     timeout_cap_s: float | None = None,
     init_kwargs: dict[str, Any] | None = None,
+    attempts: int = 2,
+    max_restarts: int = 4,
 ) -> RunSummary:
     import ray
 
@@ -99,27 +110,12 @@ def run_rollouts_ray(  # noqa: PLR0917
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, **(init_kwargs or {}))
-    actor_cls: Any = ray.remote(num_cpus=0)(RolloutWorker).options(max_concurrency=max(1, concurrency))
+    actor_cls: Any = ray.remote(num_cpus=0, max_restarts=max_restarts)(RolloutWorker).options(
+        max_concurrency=max(1, concurrency)
+    )
     actors: list[Any] = [actor_cls.remote(backend, timeout_cap_s) for _ in range(max(1, workers))]
-    calls_dir = out_dir / CALLS_DIR
-    calls_dir.mkdir(parents=True, exist_ok=True)
     try:
-        pending: dict[Any, int] = {}
-        queue = list(jobs)
-        slots = [a for a in range(len(actors)) for _ in range(max(1, concurrency))]
-        while queue or pending:
-            while queue and slots:
-                idx = slots.pop()
-                pending[actors[idx].run.remote(queue.pop(0))] = idx
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                slots.append(pending.pop(ref))
-                record_json, calls = ray.get(ref)
-                record = RolloutRecord.model_validate_json(record_json)
-                if calls:
-                    (calls_dir / f"{record.rollout_id}.calls.jsonl").write_text(calls, encoding="utf-8")
-                append_record(out_dir / RECORDS_FILE, record)
-                summary.records.append(record)
+        _dispatch(ray, actors, jobs, concurrency, backend, attempts, summary)
     finally:
         with contextlib.suppress(Exception):
             ray.get([a.close.remote() for a in actors], timeout=30)
@@ -130,3 +126,68 @@ def run_rollouts_ray(  # noqa: PLR0917
             ray.shutdown()
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+def _dispatch(  # noqa: PLR0917
+    ray: Any,
+    actors: list[Any],
+    jobs: list[RolloutJob],
+    concurrency: int,
+    backend: BackendArg,
+    attempts: int,
+    summary: RunSummary,
+) -> None:
+    """Hand jobs to free actor slots; write each result as it comes; rerun a lost worker's jobs."""
+    out_dir = summary.out_dir
+    calls_dir = out_dir / CALLS_DIR
+    calls_dir.mkdir(parents=True, exist_ok=True)
+    lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)
+    tries: dict[tuple[str, str, int], int] = {}
+    summary.meta.update(worker_losses=0, reruns=0)
+    pending: dict[Any, tuple[int, RolloutJob]] = {}
+    queue = list(jobs)
+    slots = [a for a in range(len(actors)) for _ in range(max(1, concurrency))]
+    while queue or pending:
+        while queue and slots:
+            idx, job = slots.pop(), queue.pop(0)
+            pending[actors[idx].run.remote(job)] = (idx, job)
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            idx, job = pending.pop(ref)
+            slots.append(idx)
+            try:
+                record_json, calls = ray.get(ref)
+            except lost as exc:
+                summary.meta["worker_losses"] += 1
+                key = (job.task.id, job.harness, job.trial)
+                tries[key] = tries.get(key, 1) + 1
+                if tries[key] <= attempts:  # run it again, from scratch, under a fresh id
+                    summary.meta["reruns"] += 1
+                    queue.append(replace(job, rollout_id=new_rollout_id(*key)))
+                    continue
+                detail = f"{type(exc).__name__} on each of {attempts} attempts; last: {exc}"
+                record, calls = lost_record(job, backend, detail[:2000]), ""
+            else:
+                record = RolloutRecord.model_validate_json(record_json)
+            if calls:
+                (calls_dir / f"{record.rollout_id}.calls.jsonl").write_text(calls, encoding="utf-8")
+            append_record(out_dir / RECORDS_FILE, record)
+            summary.records.append(record)
+
+
+def lost_record(job: RolloutJob, backend: BackendArg, detail: str) -> RolloutRecord:
+    """The record of a rollout whose worker died on every attempt (never graded)."""
+    spec = job.task
+    return RolloutRecord(
+        rollout_id=job.rollout_id,
+        task_id=spec.id,
+        harness=job.harness,
+        trial=job.trial,
+        category=spec.category,
+        difficulty=spec.difficulty,
+        seed=job.trial,
+        backend=backend if isinstance(backend, str) else getattr(backend, "name", ""),
+        started_at=time.time(),
+        status="infra_failure",
+        failure=FailureLabel(kind="worker_lost", detail=detail),
+    )

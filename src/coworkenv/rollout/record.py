@@ -34,6 +34,7 @@ FailureKind = Literal[
     "upstream_error",  # the model backend failed (BackendError)
     "interrupted",  # cancelled (Ctrl-C, shutdown)
     "grader_error",  # the task's grader is missing or failed (ours to fix, not the policy's)
+    "worker_lost",  # the Ray worker or node running it died, on every attempt the runner made
 ]
 
 

@@ -264,6 +264,8 @@ class RunSummary:
     skipped: int
     records: list[RolloutRecord] = field(default_factory=list)
     wall_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Runner-specific counts (the Ray runner's ``worker_losses`` and ``reruns``)."""
 
     @property
     def ok(self) -> int:

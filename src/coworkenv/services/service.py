@@ -15,6 +15,7 @@ handler raises, so a rejected call never leaves a partial write.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar, get_type_hints
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from coworkenv.errors import SpecIssue, ToolError, invalid
@@ -263,21 +265,11 @@ class ToolDef:
     validation still follows ``args_model``."""
 
     def input_schema(self) -> JSON:
-        """JSON Schema of the arguments (as in Claw-Eval's ``input_schema`` and MCP's ``inputSchema``)."""
+        """JSON Schema of the arguments (as in Claw-Eval's ``input_schema`` and MCP's ``inputSchema``);
+        a fresh object on each call (built once per args model: generating it costs ~1 ms)."""
         if self.schema is not None:
             return dict(self.schema)
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        for name, prop in list(schema.get("properties", {}).items()):
-            prop.pop("title", None)
-            branches = prop.get("anyOf")
-            if branches and {"type": "null"} in branches and len(branches) == 2:
-                (real,) = [b for b in branches if b != {"type": "null"}]
-                prop.pop("anyOf")
-                if prop.get("default", 0) is None:
-                    prop.pop("default")
-                schema["properties"][name] = {**real, **prop}
-        schema.setdefault("required", [])
+        schema: JSON = orjson.loads(_args_schema(self.args_model))
         return schema
 
     def parse_args(self, args: Mapping[str, Any] | None) -> JSON:
@@ -316,6 +308,23 @@ class ToolDef:
                 "parameters": self.input_schema(),
             },
         }
+
+
+@functools.cache
+def _args_schema(args_model: type[BaseModel]) -> bytes:
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    for name, prop in list(schema.get("properties", {}).items()):
+        prop.pop("title", None)
+        branches = prop.get("anyOf")
+        if branches and {"type": "null"} in branches and len(branches) == 2:
+            (real,) = [b for b in branches if b != {"type": "null"}]
+            prop.pop("anyOf")
+            if prop.get("default", 0) is None:
+                prop.pop("default")
+            schema["properties"][name] = {**real, **prop}
+    schema.setdefault("required", [])
+    return orjson.dumps(schema)
 
 
 def _build_args_model(
@@ -414,9 +423,7 @@ class Service:
                 kind=meta.kind,
                 audit=meta.audit,
                 description=doc,
-                args_model=_build_args_model(
-                    "".join(p.title() for p in tname.split("_")), fn, cls.args_base
-                ),
+                args_model=_build_args_model("".join(p.title() for p in tname.split("_")), fn, cls.args_base),
                 method=attr,
                 error_style=cls.error_style,
             )
