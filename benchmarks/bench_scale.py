@@ -48,19 +48,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from _machine import cpu_model  # benchmarks/_machine.py
 
+from coworkenv.proxy.backends.simulated import per_task
 from coworkenv.proxy.capture import CaptureStore, read_calls
 from coworkenv.proxy.server import ProxyServer
 from coworkenv.rollout.harnesses.dialect_agent import DIALECTS
 from coworkenv.rollout.loop import wants_workspace_tools
-from coworkenv.rollout.record import RolloutRecord
-from coworkenv.rollout.runner import run_rollouts_async
+from coworkenv.rollout.runner import RunSummary, run_rollouts_async
 from coworkenv.spec import TaskSpec
 from coworkenv.tasks.builtin import builtin_tasks
 
@@ -104,67 +106,194 @@ def raise_fd_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-class Probe:
-    """Samples RSS, open fds and the proxy's open rollouts while a level runs."""
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (all processes: /proc/stat, not idle/iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self) -> None:
+
+@dataclass
+class Level:
+    """One measured configuration."""
+
+    rollouts: int
+    dialect: str
+    ttft_ms: float
+    tpot_ms: float
+    slots: int = 0
+    mode: str = "inproc"
+    workers: int = 1
+    nodes: int = 1
+    kill_after_s: float | None = None
+
+    @property
+    def backend(self) -> str:
+        slots = f"&slots={self.slots}" if self.slots else ""
+        return f"simulated?ttft_ms={self.ttft_ms:g}&tpot_ms={self.tpot_ms:g}{slots}"
+
+
+class Probe:
+    """Samples RSS and open fds (of this process, or of the Ray rollout workers) and the proxy's
+    open rollouts while a level runs."""
+
+    def __init__(self, workers: bool = False) -> None:
+        self.workers = workers
         self.proxy: ProxyServer | None = None
         self.rss_peak = 0
         self.fds_peak = 0
         self.live_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def factory(self, backend: Any, store: CaptureStore) -> ProxyServer:
         self.proxy = ProxyServer(backend, store, keepalive_s=2.0)
         return self.proxy
 
-    async def sample(self) -> None:
-        while True:
-            self.rss_peak = max(self.rss_peak, rss_kb())
-            self.fds_peak = max(self.fds_peak, open_fds())
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            if self.workers:
+                procs = ray_workers()
+                rss = sum(_quiet(lambda p: p.memory_info().rss // 1024, p) for p in procs)
+                fds = sum(_quiet(lambda p: p.num_fds(), p) for p in procs)
+            else:
+                rss, fds = rss_kb(), open_fds()
+            self.rss_peak = max(self.rss_peak, rss)
+            self.fds_peak = max(self.fds_peak, fds)
             if self.proxy is not None:
                 self.live_peak = max(self.live_peak, len(self.proxy._open))
-            await asyncio.sleep(SAMPLE_S)
 
 
-async def run_level(n: int, dialect: str, ttft_ms: float, tpot_ms: float, work: Path) -> dict[str, Any]:
-    tasks = rig_tasks()
-    trials, extra = divmod(n, len(tasks))
-    if extra:
-        raise SystemExit(f"--rollouts {n}: use a multiple of the {len(tasks)} rig tasks")
-    out = work / f"{dialect}-{n}"
-    shutil.rmtree(out, ignore_errors=True)
-    probe = Probe()
-    rss_before = rss_kb()
-    cpu0 = time.process_time()
-    sampler = asyncio.create_task(probe.sample())
+def ray_workers() -> list[Any]:
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if "RolloutWorker" in " ".join(p.info["cmdline"] or ()):
+            found.append(p)
+    return found
+
+
+def _quiet(fn: Any, proc: Any) -> int:
     try:
-        summary = await run_rollouts_async(
-            tasks,
-            [f"agent-{dialect}"],
-            trials,
-            f"simulated?ttft_ms={ttft_ms:g}&tpot_ms={tpot_ms:g}",
-            out,
-            concurrency=n,
-            progress=False,
-            proxy_factory=probe.factory,
+        return int(fn(proc))
+    except Exception:  # a process that ended between listing and reading
+        return 0
+
+
+def plan(level: Level) -> tuple[list[TaskSpec], int]:
+    tasks = rig_tasks()
+    trials, extra = divmod(level.rollouts, len(tasks))
+    if extra or not trials:
+        raise SystemExit(f"--rollouts {level.rollouts}: use a multiple of {len(tasks)}")
+    return tasks, trials
+
+
+def run_inproc(level: Level, out: Path) -> dict[str, Any]:
+    """Runner, proxy, services, grading and agents in this process, one event loop."""
+    tasks, trials = plan(level)
+    engine = per_task(level.ttft_ms / 1e3, level.tpot_ms / 1e3, level.slots)
+    with Probe() as probe:
+        rss_before = rss_kb()
+        cpu0, busy0 = time.process_time(), machine_busy_s()
+        summary = asyncio.run(
+            run_rollouts_async(
+                tasks,
+                [f"agent-{level.dialect}"],
+                trials,
+                engine,
+                out,
+                concurrency=level.rollouts,
+                progress=False,
+                proxy_factory=probe.factory,
+            )
         )
+        cpu_s, busy_s = time.process_time() - cpu0, machine_busy_s() - busy0
+    row = summarize(summary, level, cpu_s=cpu_s, busy_s=busy_s)
+    proxy = probe.proxy
+    row |= {
+        "rss_before_mb": round(rss_before / 1024, 1),
+        "rss_peak_mb": round(probe.rss_peak / 1024, 1),
+        "live_rollouts_peak": probe.live_peak,
+        "rss_per_live_rollout_kb": round((probe.rss_peak - rss_before) / max(1, probe.live_peak), 1),
+        "proxy_kept_rollouts": (len(proxy._open) + len(proxy._closed)) if proxy else None,
+        "open_fds_peak": probe.fds_peak,
+    }
+    if engine.engine is not None:
+        row["engine_queue"] = {
+            "slots": level.slots,
+            "peak_waiting": engine.engine.peak_waiting,
+            "waited_s_total": round(engine.engine.waited_s, 2),
+        }
+    return row
+
+
+def run_ray(level: Level, out: Path) -> dict[str, Any]:
+    """Rollouts over Ray workers (a proxy + services + agents each); ``nodes`` > 1 starts a local
+    multi-node cluster (``ray.cluster_utils.Cluster``, one CPU per node); ``kill_after_s`` removes
+    one non-head node that long after the start, without grace."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from coworkenv.rollout.ray import run_rollouts_ray
+
+    tasks, trials = plan(level)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    killed: list[str] = []
+    try:
+        for _ in range(level.nodes - 1):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        if level.kill_after_s is not None:
+            victims = [n for n in cluster.list_all_nodes() if n is not cluster.head_node]
+
+            def kill() -> None:
+                time.sleep(level.kill_after_s or 0)
+                if victims:
+                    cluster.remove_node(victims[-1], allow_graceful=False)
+                    killed.append(time.strftime("%H:%M:%S"))
+
+            threading.Thread(target=kill, daemon=True).start()
+        with Probe(workers=True) as probe:
+            busy0 = machine_busy_s()
+            summary = run_rollouts_ray(
+                tasks,
+                [f"agent-{level.dialect}"],
+                trials,
+                level.backend,
+                out,
+                concurrency=-(-level.rollouts // level.workers),
+                workers=level.workers,
+            )
+            busy_s = machine_busy_s() - busy0
     finally:
-        sampler.cancel()
-    cpu_s = time.process_time() - cpu0
-    return summarize(summary.records, out, n, summary.wall_s, cpu_s, probe, rss_before, ttft_ms, tpot_ms)
+        ray.shutdown()
+        cluster.shutdown()
+    row = summarize(summary, level, cpu_s=None, busy_s=busy_s)
+    planned = {(t.id, k) for t in tasks for k in range(trials)}
+    keys = [(r.task_id, r.trial) for r in summary.records]
+    row |= {
+        "workers_rss_peak_mb": round(probe.rss_peak / 1024, 1),
+        "workers_open_fds_peak": probe.fds_peak,
+        "node_killed": bool(killed),
+        "worker_losses": summary.meta.get("worker_losses", 0),
+        "reruns": summary.meta.get("reruns", 0),
+        "exactly_once": sorted(keys) == sorted(planned) and len(set(keys)) == len(keys),
+    }
+    return row
 
 
-def summarize(  # noqa: PLR0917 (one level's figures in one place)
-    records: list[RolloutRecord],
-    out: Path,
-    n: int,
-    wall_s: float,
-    cpu_s: float,
-    probe: Probe,
-    rss_before: int,
-    ttft_ms: float,
-    tpot_ms: float,
-) -> dict[str, Any]:
+def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s: float) -> dict[str, Any]:
+    records, out = summary.records, summary.out_dir
     added: list[float] = []
     inside: list[float] = []
     tool_ms: list[float] = []
@@ -175,15 +304,19 @@ def summarize(  # noqa: PLR0917 (one level's figures in one place)
         seen = rec.meta.get("model_call_s") or []
         tool_ms += [1e3 * s for s in rec.meta.get("tool_call_s") or []]
         for call, client_s in zip(calls, seen, strict=False):
-            engine_ms = ttft_ms + tpot_ms * len(call.output_ids)
+            engine_ms = level.ttft_ms + level.tpot_ms * len(call.output_ids)
             added.append(1e3 * client_s - engine_ms)
             inside.append(1e3 * (call.t_end - call.t_start) - engine_ms)
     ok = [r for r in records if r.status == "ok"]
     failures = Counter(f"{r.failure.kind}" for r in records if r.failure is not None)
     n_calls = sum(r.n_calls for r in records)
-    proxy = probe.proxy
-    return {
-        "rollouts": n,
+    wall_s = summary.wall_s
+    row: dict[str, Any] = {
+        "dialect": level.dialect,
+        "mode": level.mode,
+        "workers": level.workers,
+        "nodes": level.nodes,
+        "rollouts": level.rollouts,
         "recorded": len(records),
         "graded": len(ok),
         "infra_failures": dict(failures),
@@ -195,16 +328,14 @@ def summarize(  # noqa: PLR0917 (one level's figures in one place)
         "added_ms": percentiles(added),
         "proxy_ms": percentiles(inside),
         "tool_call_ms": percentiles(tool_ms),
-        "cpu_s": round(cpu_s, 2),
-        "cpu_ms_per_call": round(1e3 * cpu_s / max(1, n_calls), 3),
-        "rss_before_mb": round(rss_before / 1024, 1),
-        "rss_peak_mb": round(probe.rss_peak / 1024, 1),
-        "live_rollouts_peak": probe.live_peak,
-        "rss_per_live_rollout_kb": round((probe.rss_peak - rss_before) / max(1, probe.live_peak), 1),
-        "proxy_kept_rollouts": (len(proxy._open) + len(proxy._closed)) if proxy else None,
-        "open_fds_peak": probe.fds_peak,
+        "machine_cpu_s": round(busy_s, 2),
+        "machine_cpu_ms_per_call": round(1e3 * busy_s / max(1, n_calls), 3),
         "capture_unreadable": unreadable,
     }
+    if cpu_s is not None:
+        row["cpu_s"] = round(cpu_s, 2)
+        row["cpu_ms_per_call"] = round(1e3 * cpu_s / max(1, n_calls), 3)
+    return row
 
 
 def commit() -> str:
@@ -219,36 +350,52 @@ def commit() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--rollouts", default="100,1000", help="comma-separated levels (multiples of the rig tasks)"
+        "--rollouts", default="100,1000", help=f"levels, comma-separated (multiples of {RIG_TASKS})"
     )
     ap.add_argument("--dialect", default="chat", help=f"one of {', '.join(DIALECTS)}, or all")
     ap.add_argument("--ttft-ms", type=float, default=200.0, help="simulated time to first token")
     ap.add_argument("--tpot-ms", type=float, default=2.0, help="simulated time per output token")
-    ap.add_argument(
-        "--work", type=Path, default=None, help="where records and captures go (default: a temp dir)"
-    )
-    ap.add_argument(
-        "--warmup", type=int, default=RIG_TASKS, help="rollouts run first, not reported (0: none)"
-    )
+    ap.add_argument("--slots", type=int, default=0, help="the engine's batch limit (0: none)")
+    ap.add_argument("--ray", action="store_true", help="run over Ray workers instead of in this process")
+    ap.add_argument("--workers", type=int, default=2, help="Ray workers (processes, each with its proxy)")
+    ap.add_argument("--nodes", type=int, default=1, help="local Ray cluster nodes (one CPU each)")
+    ap.add_argument("--kill-node-after", type=float, default=None, help="seconds; remove a node mid-run")
+    ap.add_argument("--warmup", type=int, default=RIG_TASKS, help="first, unreported (0: none)")
+    ap.add_argument("--work", type=Path, default=None, help="records and captures (default: a temp dir)")
     ap.add_argument("--out", type=Path, default=None, help="default results/scale-<date>.json")
     args = ap.parse_args()
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
-    levels = [int(x) for x in args.rollouts.split(",") if x]
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     fd_limit = raise_fd_limit()
     started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()
     work = args.work or Path(tempfile.mkdtemp(prefix="coworkenv-scale-"))
+
+    def level(n: int, dialect: str) -> Level:
+        common = {"rollouts": n, "dialect": dialect, "ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms}
+        if not args.ray:
+            return Level(**common, slots=args.slots)
+        return Level(
+            **common,
+            slots=args.slots,
+            mode="ray",
+            workers=args.workers,
+            nodes=args.nodes,
+            kill_after_s=args.kill_node_after,
+        )
+
+    def run(lv: Level, name: str) -> dict[str, Any]:
+        out = work / name
+        shutil.rmtree(out, ignore_errors=True)
+        return run_ray(lv, out) if lv.mode == "ray" else run_inproc(lv, out)
+
     results: list[dict[str, Any]] = []
     try:
-        if args.warmup:  # imports, first-use caches and the allocator's arenas, before any level
-            asyncio.run(run_level(args.warmup, dialects[0], args.ttft_ms, args.tpot_ms, work))
+        if args.warmup and not args.ray:  # imports and first-use caches, before any level
+            run(Level(args.warmup, dialects[0], args.ttft_ms, args.tpot_ms), "warmup")
         for dialect in dialects:
-            for n in levels:
-                row = {
-                    "dialect": dialect,
-                    **asyncio.run(run_level(n, dialect, args.ttft_ms, args.tpot_ms, work)),
-                }
+            for n in (int(x) for x in args.rollouts.split(",") if x):
+                row = run(level(n, dialect), f"{dialect}-{n}")
                 print(json.dumps(row), flush=True)
                 results.append(row)
     finally:
@@ -263,10 +410,14 @@ def main() -> None:
             "tasks": len(rig_tasks()),
             "ttft_ms": args.ttft_ms,
             "tpot_ms": args.tpot_ms,
-            "processes": 1,
-            "warmup_rollouts": args.warmup,
+            "slots": args.slots,
+            "warmup_rollouts": 0 if args.ray else args.warmup,
             "fd_limit": fd_limit,
-            "what": "one process: runner, proxy, services, grading and the dialect agents in one event loop",
+            "what": (
+                f"Ray: {args.workers} workers on {args.nodes} node(s), each with proxy, services, agents"
+                if args.ray
+                else "one process: runner, proxy, services, grading and the dialect agents in one event loop"
+            ),
         },
         "machine": {
             "cpu": cpu_model(),

@@ -10,12 +10,13 @@ record, so the output directory is the single source of truth and works across m
 ``backend`` must be picklable (a spec string or a module-level factory); harnesses must be
 installed on every worker node.
 
-A lost worker (its process or its node died): the actor is restarted by Ray (``max_restarts``, on
-any node with room), and each rollout it had in flight — whose trial, sandbox and captures died with
-it, and whose record never reached the driver — is run again under a fresh rollout id, up to
-``attempts`` times in all; a rollout lost on every attempt is recorded as ``infra_failure`` /
-``worker_lost`` (never graded, never dropped). So every planned rollout ends with exactly one record.
-The summary's ``meta`` counts ``worker_losses`` and ``reruns``.
+A lost worker (its process or its node died): a fresh actor replaces it, on any node with room
+(Ray's own restart would first hand it the calls queued for the dead one), and each rollout the lost
+one had in flight — whose trial, sandbox and captures died with it, and whose record never reached
+the driver — is run again under a fresh rollout id, up to ``attempts`` times in all; a rollout lost
+on every attempt is recorded as ``infra_failure`` / ``worker_lost`` (never graded, never dropped).
+So every planned rollout ends with exactly one record. The summary's ``meta`` counts
+``worker_losses`` and ``reruns``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,6 @@ def run_rollouts_ray(  # noqa: PLR0917
     timeout_cap_s: float | None = None,
     init_kwargs: dict[str, Any] | None = None,
     attempts: int = 2,
-    max_restarts: int = 4,
 ) -> RunSummary:
     import ray
 
@@ -110,12 +110,23 @@ def run_rollouts_ray(  # noqa: PLR0917
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, **(init_kwargs or {}))
-    actor_cls: Any = ray.remote(num_cpus=0, max_restarts=max_restarts)(RolloutWorker).options(
-        max_concurrency=max(1, concurrency)
+    # SPREAD: one worker per node as far as they go (actors that ask for no CPU would all start on
+    # the driver's node otherwise)
+    actor_cls: Any = ray.remote(num_cpus=0)(RolloutWorker).options(
+        max_concurrency=max(1, concurrency), scheduling_strategy="SPREAD"
     )
     actors: list[Any] = [actor_cls.remote(backend, timeout_cap_s) for _ in range(max(1, workers))]
     try:
-        _dispatch(ray, actors, jobs, concurrency, backend, attempts, summary)
+        _dispatch(
+            ray,
+            actors,
+            lambda: actor_cls.remote(backend, timeout_cap_s),
+            jobs,
+            concurrency,
+            backend,
+            attempts,
+            summary,
+        )
     finally:
         with contextlib.suppress(Exception):
             ray.get([a.close.remote() for a in actors], timeout=30)
@@ -131,6 +142,7 @@ def run_rollouts_ray(  # noqa: PLR0917
 def _dispatch(  # noqa: PLR0917
     ray: Any,
     actors: list[Any],
+    make_actor: Any,
     jobs: list[RolloutJob],
     concurrency: int,
     backend: BackendArg,
@@ -144,20 +156,26 @@ def _dispatch(  # noqa: PLR0917
     lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)
     tries: dict[tuple[str, str, int], int] = {}
     summary.meta.update(worker_losses=0, reruns=0)
-    pending: dict[Any, tuple[int, RolloutJob]] = {}
+    pending: dict[Any, tuple[int, int, RolloutJob]] = {}
+    generation = [0] * len(actors)
     queue = list(jobs)
     slots = [a for a in range(len(actors)) for _ in range(max(1, concurrency))]
     while queue or pending:
         while queue and slots:
             idx, job = slots.pop(), queue.pop(0)
-            pending[actors[idx].run.remote(job)] = (idx, job)
+            pending[actors[idx].run.remote(job)] = (idx, generation[idx], job)
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
-            idx, job = pending.pop(ref)
+            idx, gen, job = pending.pop(ref)
             slots.append(idx)
             try:
                 record_json, calls = ray.get(ref)
             except lost as exc:
+                if gen == generation[idx]:  # the first loss seen from this actor: a fresh one replaces it
+                    with contextlib.suppress(Exception):
+                        ray.kill(actors[idx], no_restart=True)
+                    actors[idx] = make_actor()
+                    generation[idx] += 1
                 summary.meta["worker_losses"] += 1
                 key = (job.task.id, job.harness, job.trial)
                 tries[key] = tries.get(key, 1) + 1

@@ -129,8 +129,8 @@ def resolve_backend(backend: BackendArg) -> tuple[Backend, Callable[[TaskSpec], 
             from coworkenv.proxy.backends import parse_spec
             from coworkenv.proxy.backends.simulated import pace, per_task
 
-            factory = per_task(*pace(parse_spec(backend)[2], backend))
-            return UnassignedBackend(), factory, factory.__name__
+            simulated = per_task(*pace(parse_spec(backend)[2], backend))
+            return UnassignedBackend(), simulated, simulated.__name__
         try:
             from coworkenv.proxy.backends import make_backend  # type: ignore[attr-defined,unused-ignore]
         except ImportError as exc:

@@ -23,8 +23,8 @@
 * ``passthrough:URL`` — an external Chat Completions API (teacher capture, not token-exact);
   options ``model``, ``api_key_env``.
 * ``simulated:TASK_ID_OR_FILE[,MORE]`` — those tasks' reference solutions at an engine's pace, for
-  load tests (:mod:`coworkenv.proxy.backends.simulated`); options ``ttft_ms``, ``tpot_ms``. Without a
-  target (``simulated?ttft_ms=…``) the rollout runner gives each rollout its task's reference.
+  load tests (:mod:`coworkenv.proxy.backends.simulated`); options ``ttft_ms``, ``tpot_ms``, ``slots``.
+  Without a target (``simulated?ttft_ms=…``) the runner gives each rollout its task's reference.
 
 Heavy modules (torch, transformers) are imported only by the kinds that need them.
 """
@@ -120,15 +120,16 @@ def make_backend(spec: str) -> Backend:
     if kind == "scripted":
         return _scripted(target, _take(options, spec, ("fault_rate", "fault_seed")))
     if kind == "simulated":
-        from coworkenv.proxy.backends.simulated import SimulatedBackend, pace
+        from coworkenv.proxy.backends.simulated import EngineSlots, SimulatedBackend, pace
 
-        ttft_s, tpot_s = pace(options, spec)
+        ttft_s, tpot_s, slots = pace(options, spec)
         if not target:
             raise CoworkError(
                 f"backend {spec!r}: name the tasks (simulated:TASK_ID,...), or give the rollout runner "
                 "'simulated?…' alone to pace each rollout's own reference solution"
             )
-        return SimulatedBackend(_scripted(target, {}), ttft_s=ttft_s, tpot_s=tpot_s)
+        engine = EngineSlots(slots) if slots else None
+        return SimulatedBackend(_scripted(target, {}), ttft_s=ttft_s, tpot_s=tpot_s, slots=engine)
     if not target.startswith(("http://", "https://")):
         raise CoworkError(
             f"backend {spec!r}: {kind} needs an http(s) URL, e.g. {kind}:http://localhost:8000/v1"
