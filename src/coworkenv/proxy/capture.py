@@ -11,7 +11,6 @@ the proxy does when a rollout settles or closes); :func:`read_calls` skips a tor
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -100,8 +99,8 @@ def read_calls(path: Path) -> tuple[list[CapturedCall], list[str]]:
     for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            calls.append(CapturedCall.model_validate(json.loads(raw)))
-        except (json.JSONDecodeError, ValidationError) as exc:
+        try:  # pydantic's own JSON parser: ~2x faster than json.loads + validation on token-id arrays
+            calls.append(CapturedCall.model_validate_json(raw))
+        except ValidationError as exc:
             problems.append(f"{path}:{n}: unreadable capture record ({type(exc).__name__})")
     return calls, problems
