@@ -79,6 +79,9 @@ class RolloutWorker:
         path.unlink(missing_ok=True)
         return record.model_dump_json(), calls
 
+    async def ready(self) -> bool:
+        return True
+
     async def close(self) -> None:
         if self._stack is not None:
             await self._stack.aclose()
@@ -174,7 +177,7 @@ def _dispatch(  # noqa: PLR0917
                 if gen == generation[idx]:  # the first loss seen from this actor: a fresh one replaces it
                     with contextlib.suppress(Exception):
                         ray.kill(actors[idx], no_restart=True)
-                    actors[idx] = make_actor()
+                    actors[idx] = _replacement(ray, make_actor)
                     generation[idx] += 1
                 summary.meta["worker_losses"] += 1
                 key = (job.task.id, job.harness, job.trial)
@@ -191,6 +194,21 @@ def _dispatch(  # noqa: PLR0917
                 (calls_dir / f"{record.rollout_id}.calls.jsonl").write_text(calls, encoding="utf-8")
             append_record(out_dir / RECORDS_FILE, record)
             summary.records.append(record)
+
+
+def _replacement(ray: Any, make_actor: Any, tries: int = 5, wait_s: float = 60.0) -> Any:
+    """A fresh worker that has answered once: one placed on a node that is dying (Ray may not know
+    yet) fails its first call, and is replaced again, after a pause, up to ``tries`` times."""
+    for n in range(tries):
+        actor = make_actor()
+        try:
+            ray.get(actor.ready.remote(), timeout=wait_s)
+            return actor
+        except Exception:  # any failure to start: try another placement
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+            time.sleep(min(2.0 * (n + 1), 10.0))
+    return make_actor()  # its calls fail as losses and are labelled; the run still ends
 
 
 def lost_record(job: RolloutJob, backend: BackendArg, detail: str) -> RolloutRecord:
