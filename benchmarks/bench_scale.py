@@ -27,8 +27,9 @@ Per level (``--rollouts 100,1000,10000``; all of a level's rollouts start at onc
   entries the proxy still held at the end (open + closed);
 * ``open_fds_peak`` — file descriptors of the process at its peak (sockets both ways, capture files).
 
-A warm-up level (``--warmup``, 25 rollouts, not reported) runs first, so imports and first-use caches
-are not counted as the first level's memory or latency.
+Each level runs in a fresh process, after a warm-up level there (``--warmup``, 25 rollouts, not
+reported; in-process levels only), so imports, first-use caches and an earlier level's heap are not
+counted in a level's memory or latency.
 
 The JSON names the date, commit, machine, load average at start and end, and the command.
 
@@ -41,6 +42,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import multiprocessing
 import os
 import resource
 import shlex
@@ -51,6 +53,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -338,6 +341,16 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
     return row
 
 
+def run_fresh(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
+    """One level in this (fresh) process, after an unreported warm-up level (imports, first-use caches)."""
+    os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
+    raise_fd_limit()
+    if warmup is not None:
+        run_inproc(warmup, out.with_name(out.name + "-warmup"))
+    shutil.rmtree(out, ignore_errors=True)
+    return run_ray(lv, out) if lv.mode == "ray" else run_inproc(lv, out)
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -384,18 +397,18 @@ def main() -> None:
             kill_after_s=args.kill_node_after,
         )
 
-    def run(lv: Level, name: str) -> dict[str, Any]:
-        out = work / name
-        shutil.rmtree(out, ignore_errors=True)
-        return run_ray(lv, out) if lv.mode == "ray" else run_inproc(lv, out)
-
     results: list[dict[str, Any]] = []
     try:
-        if args.warmup and not args.ray:  # imports and first-use caches, before any level
-            run(Level(args.warmup, dialects[0], args.ttft_ms, args.tpot_ms), "warmup")
         for dialect in dialects:
             for n in (int(x) for x in args.rollouts.split(",") if x):
-                row = run(level(n, dialect), f"{dialect}-{n}")
+                lv = level(n, dialect)
+                warmup = Level(args.warmup, dialect, args.ttft_ms, args.tpot_ms) if args.warmup else None
+                # each level in a fresh process: memory figures start from a clean heap
+                ctx = multiprocessing.get_context("spawn")
+                with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                    row = pool.submit(
+                        run_fresh, lv, None if args.ray else warmup, work / f"{dialect}-{n}"
+                    ).result()
                 print(json.dumps(row), flush=True)
                 results.append(row)
     finally:

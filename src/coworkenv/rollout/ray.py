@@ -39,6 +39,7 @@ from coworkenv.rollout.runner import (
     RECORDS_FILE,
     BackendArg,
     RunSummary,
+    fewer_collections,
     new_rollout_id,
     open_session,
     plan_run,
@@ -62,6 +63,7 @@ class RolloutWorker:
         async with self._lock:
             if self._rc is None:
                 self._stack = contextlib.AsyncExitStack()
+                self._stack.enter_context(fewer_collections())  # a worker holds many live rollouts
                 self._rc = await self._stack.enter_async_context(
                     open_session(
                         self.backend, self.root / CALLS_DIR, self.root, timeout_cap_s=self.timeout_cap_s
