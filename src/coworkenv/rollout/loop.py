@@ -105,6 +105,24 @@ def rollout_client(**kwargs: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(trust_env=False, verify=_tls(), **kwargs)
 
 
+async def post_json(client: httpx.AsyncClient, url: str, payload: Any, timeout: float) -> Any:
+    """POST a model call to the rollout's proxy; the JSON answer. A timeout propagates (the policy's
+    time ran out); any other HTTP failure, a non-200 status or a body that is not JSON is a
+    :class:`HarnessInfraError` (never the policy's fault)."""
+    try:
+        resp = await client.post(url, json=payload, timeout=timeout)
+    except httpx.TimeoutException:
+        raise
+    except httpx.HTTPError as exc:
+        raise HarnessInfraError("http_error", f"POST {url}: {type(exc).__name__}: {exc}") from exc
+    if resp.status_code != 200:
+        raise HarnessInfraError("http_error", f"POST {url}: HTTP {resp.status_code}: {resp.text[:300]}")
+    try:
+        return resp.json()
+    except ValueError as exc:
+        raise HarnessInfraError("http_error", f"POST {url}: body is not JSON") from exc
+
+
 def wants_workspace_tools(spec: TaskSpec) -> bool:
     return bool(spec.workspace) or any(c.kind in WORKSPACE_CHECK_KINDS for c in spec.completion_checks)
 
@@ -191,19 +209,7 @@ class AgentLoop:
             "tools": self.tools,
             "stream": False,
         }
-        try:
-            resp = await client.post(url, json=payload, timeout=timeout)
-        except httpx.TimeoutException:
-            raise
-        except httpx.HTTPError as exc:
-            raise HarnessInfraError("http_error", f"POST {url}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code != 200:
-            raise HarnessInfraError("http_error", f"POST {url}: HTTP {resp.status_code}: {resp.text[:300]}")
-        try:
-            body = resp.json()
-        except ValueError as exc:
-            raise HarnessInfraError("http_error", f"POST {url}: body is not JSON") from exc
-        return parse_assistant(body)
+        return parse_assistant(await post_json(client, url, payload, timeout))
 
     async def _execute(self, call: ToolCall) -> Message:
         try:

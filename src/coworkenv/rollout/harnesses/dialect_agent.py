@@ -31,7 +31,7 @@ import httpx
 from coworkenv import __version__
 from coworkenv.proxy.messages import Message, ToolCall, openai_message
 from coworkenv.rollout.harnesses.base import HarnessContext, HarnessInfraError, HarnessResult
-from coworkenv.rollout.loop import ScriptedUser, parse_assistant, rollout_client, system_prompt
+from coworkenv.rollout.loop import ScriptedUser, parse_assistant, post_json, rollout_client, system_prompt
 from coworkenv.serve import to_json
 from coworkenv.services.trial import Trial
 
@@ -218,7 +218,7 @@ class DialectAgent:
                 break
             t0 = time.perf_counter()
             try:
-                body = await self._post(client, url, payload(self.model, messages, schemas), ctx.wall_left())
+                body = await post_json(client, url, payload(self.model, messages, schemas), ctx.wall_left())
             except httpx.TimeoutException:
                 timed_out = True
                 break
@@ -252,22 +252,6 @@ class DialectAgent:
                 "dialect": self.dialect,
             },
         )
-
-    async def _post(self, client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout: float) -> Any:
-        try:
-            resp = await client.post(
-                url, content=to_json(body), headers={"content-type": "application/json"}, timeout=timeout
-            )
-        except httpx.TimeoutException:
-            raise
-        except httpx.HTTPError as exc:
-            raise HarnessInfraError("http_error", f"POST {url}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code != 200:
-            raise HarnessInfraError("http_error", f"POST {url}: HTTP {resp.status_code}: {resp.text[:300]}")
-        try:
-            return resp.json()
-        except ValueError as exc:
-            raise HarnessInfraError("http_error", f"POST {url}: body is not JSON") from exc
 
     async def _tool(
         self,
