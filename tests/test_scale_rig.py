@@ -132,3 +132,26 @@ def test_bench_scale_writes_a_level_with_every_figure(tmp_path: Path) -> None:
     assert level["added_ms"]["p50"] >= 0
     assert level["capture_unreadable"] == 0
     assert {"date", "commit", "command", "machine", "setup"} <= set(doc)
+
+
+def test_bench_proxy_load_measures_each_server_under_the_same_load(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "proxy-load.json"
+    cmd = [sys.executable, "bench_proxy_load.py", "--rollouts", "25", "--rate", "250", "--out", str(out)]
+    subprocess.run(cmd, cwd=root / "benchmarks", check=True, capture_output=True, timeout=300)
+    doc = json.loads(out.read_text())
+    rows = {row["mode"]: row for row in doc["levels"]}
+    assert set(rows) == {"direct", "nocapture", "proxy"}
+    assert len({row["calls"] for row in rows.values()}) == 1  # the identical load on every server
+    assert rows["direct"]["calls"] > 25
+    assert rows["proxy"]["capture_ms"]["p50"] > 0  # the capture was timed inside the proxy
+    assert rows["nocapture"]["capture_ms"] is None
+    for row in rows.values():
+        assert row["added_ms"]["p50"] >= 0
+        assert row["server_cpu_ms_per_call"] > 0
+        assert row["rss_peak_mb"] >= row["rss_serving_mb"]
+    assert {"date", "commit", "command", "machine", "setup"} <= set(doc)

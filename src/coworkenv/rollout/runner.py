@@ -29,7 +29,6 @@ import contextlib
 import gc
 import os
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -54,6 +53,7 @@ from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import RolloutRecord, append_record, read_records
 from coworkenv.rollout.sandbox import peer_rollout
+from coworkenv.serve.listen import listen_socket
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
 
@@ -76,9 +76,7 @@ class _Server(uvicorn.Server):
 @asynccontextmanager
 async def serve_app(app: ASGIApp, host: str = "127.0.0.1") -> AsyncIterator[str]:
     """Serve an ASGI app on a free port inside the running event loop; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = listen_socket(host)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -66,6 +65,7 @@ from coworkenv.serve.access import (
     record_refusal,
     refusal,
 )
+from coworkenv.serve.listen import listen_socket
 from coworkenv.services.faults import FaultPlan
 from coworkenv.services.service import ToolDef
 from coworkenv.services.trial import NO_BODY, NULL_BODY, Host, LoadedTask, Trial
@@ -485,9 +485,7 @@ def background_server(
 
     For tests and in-process sandboxes. The app's lifespan runs (so the MCP endpoint works).
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = listen_socket(host, port)
     bound_port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on"))
     thread = threading.Thread(

@@ -99,7 +99,7 @@ def messages_payload(model: str, messages: list[Message], tools: list[dict[str, 
         elif m.role == "assistant":
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
             blocks += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _json_object(c.arguments)}
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": json_object(c.arguments)}
                 for c in m.tool_calls
             ]
             turns.append({"role": "assistant", "content": blocks})
@@ -163,7 +163,8 @@ _WIRES = {
 }
 
 
-def _json_object(arguments: str) -> dict[str, Any]:
+def json_object(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as a JSON object (``{"_unparsed": ...}`` when they are not one)."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
     except json.JSONDecodeError:
@@ -263,7 +264,7 @@ class DialectAgent:
         routes: dict[str, str],
         timeout: float,
     ) -> str:
-        args = _json_object(call.arguments)
+        args = json_object(call.arguments)
         route = routes.get(call.name)
         if route is None:  # not a tool of this task: refused and audited by the trial, as in the loop
             return to_json(trial.call(call.name, args).body).decode()

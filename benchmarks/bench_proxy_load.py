@@ -1,0 +1,354 @@
+"""The proxy alone under load: what it and its capture add per call, its CPU per call, its memory
+per live rollout (issue 29).
+
+``bench_scale.py`` measures the whole stack in one process (agents, services, grading and the proxy
+share a core), so its latency is queueing and its CPU an upper bound. Here the server runs alone in
+its own fresh process and a load process drives N concurrent rollouts against it, so the server's
+figures are its own. Three servers under the identical load, each in a fresh process:
+
+* ``direct`` — the engine called directly: an HTTP server that parses the Chat Completions request,
+  runs the engine and renders the answer (what an OpenAI-compatible engine server does); no proxy;
+* ``nocapture`` — the proxy (routing and secret check, per-rollout bookkeeping, dialect parse and
+  render) with a capture store that keeps nothing;
+* ``proxy`` — the proxy as a run uses it: each call's record built and appended, one JSON line per
+  call flushed to the OS, before the answer goes out.
+
+The engine is :class:`~coworkenv.proxy.backends.simulated.SimulatedBackend` over each rig task's
+reference solution, at a fixed time per call (``ttft`` = N / ``--rate``, no per-token time), so every
+call's engine time is known exactly: ``added_ms`` = what the client saw − ttft. The load: N rollouts
+over the 25 rig tasks of ``bench_scale.py``, each a Chat Completions conversation (system prompt,
+request, the task's tools in full JSON Schema) driven to the end of the reference solution (or
+``--max-calls``), tool results computed by a real trial of the task in the load process (real payload
+sizes; that CPU is the load process's). Rollouts start spread over one ttft, so calls arrive at about
+``--rate`` per second: neither process is saturated, and the figures are the server's cost, not a
+queue's.
+
+Per server and level:
+
+* ``added_ms`` p50/p90/p99/max — client-observed seconds per call less the engine's; the proxy's own
+  addition is ``proxy`` − ``direct`` at each percentile, the capture's ``proxy`` − ``nocapture``;
+* ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it;
+* ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
+* ``rss_per_live_rollout_kb`` — (the server's RSS peak under load − its RSS once serving, before any
+  rollout was opened) / N; at the peak every rollout is open with about one call in flight;
+* ``load_cpu_util`` / ``server_cpu_util`` — CPU seconds / wall seconds of each process (well under
+  1.0: not saturated).
+
+The JSON names the date, commit, machine, load average at start and end, and the command.
+
+    .venv/bin/python benchmarks/bench_proxy_load.py --rollouts 100,1000 --rate 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import gc
+import json
+import multiprocessing
+import os
+import random
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import orjson
+from _machine import cpu_model  # benchmarks/_machine.py
+from bench_scale import commit, percentiles, raise_fd_limit, rig_tasks, rss_kb
+
+from coworkenv.proxy.backends.scripted import ScriptedBackend
+from coworkenv.proxy.backends.simulated import SimulatedBackend
+from coworkenv.proxy.capture import CapturedCall, CaptureStore
+from coworkenv.proxy.dialects.base import Outcome, deliverable
+from coworkenv.proxy.dialects.openai_chat import OpenAIChat
+from coworkenv.proxy.messages import Message
+from coworkenv.proxy.server import ProxyServer
+from coworkenv.proxy.sse import JSON_HEADERS
+from coworkenv.rollout.harnesses.dialect_agent import chat_payload, json_object
+from coworkenv.rollout.loop import ScriptedUser, parse_assistant, post_json, rollout_client, system_prompt
+from coworkenv.rollout.runner import UnassignedBackend, serve_app
+from coworkenv.serve import to_json
+from coworkenv.services.trial import Trial, load_task
+from coworkenv.spec import TaskSpec
+
+MODES = ("direct", "nocapture", "proxy")
+SAMPLE_S = 0.1
+
+
+# ---------------------------------------------------------------- the server process
+
+
+class NullStore(CaptureStore):
+    """A capture store that keeps nothing (the ``nocapture`` server)."""
+
+    def append(self, call: CapturedCall) -> None:
+        return None
+
+
+class DirectEngine:
+    """The engine's own HTTP face: ``POST /d/<i>/v1/chat/completions`` parses the request, runs
+    backend ``i`` and renders its answer; nothing recorded, no rollout bookkeeping."""
+
+    def __init__(self, backends: list[SimulatedBackend]) -> None:
+        self.backends = backends
+        self.dialect = OpenAIChat()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                kind = (await receive())["type"]
+                await send({"type": kind + ".complete"})
+                if kind == "lifespan.shutdown":
+                    return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        parsed = self.dialect.parse(orjson.loads(body))
+        completion = await self.backends[int(scope["path"].split("/")[2])].complete(parsed.request)
+        outcome = Outcome(
+            turn=deliverable(completion.turn, completion.text),
+            response_id=f"{self.dialect.id_prefix}{random.getrandbits(64):016x}",
+            model=parsed.model or completion.model,
+            created=int(time.time()),
+            prompt_tokens=len(completion.prompt_ids),
+            completion_tokens=len(completion.output_ids),
+        )
+        await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+        await send({"type": "http.response.body", "body": self.dialect.render(parsed, outcome)})
+
+
+class Timed:
+    """Wraps a method of one object, keeping each call's seconds (the capture's cost)."""
+
+    def __init__(self, target: Any, name: str, into: list[float]) -> None:
+        inner = getattr(target, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                into.append(time.perf_counter() - t0)
+
+        setattr(target, name, timed)
+
+
+def engines(tasks: list[TaskSpec], n: int, ttft_s: float) -> list[SimulatedBackend]:
+    """One engine per rollout over its task's reference solution, as the runner gives each rollout."""
+    return [
+        SimulatedBackend(ScriptedBackend.from_reference(tasks[i % len(tasks)]), ttft_s=ttft_s, tpot_s=0.0)
+        for i in range(n)
+    ]
+
+
+def serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
+    """The server process: serve, open ``n`` rollouts, report, measure until told to stop."""
+    raise_fd_limit()
+    asyncio.run(_serve(mode, n, ttft_s, conn))
+
+
+async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
+    tasks = rig_tasks()
+    capture_s: list[float] = []
+    proxy: ProxyServer | None = None
+    with tempfile.TemporaryDirectory(prefix="coworkenv-proxy-load-") as tmp:
+        if mode == "direct":
+            app: Any = DirectEngine([])
+        else:
+            store = CaptureStore(Path(tmp)) if mode == "proxy" else NullStore(Path(tmp))
+            proxy = ProxyServer(UnassignedBackend(), store)
+            Timed(proxy, "_captured", capture_s)
+            Timed(store, "append", capture_s)
+            app = proxy.app
+        async with serve_app(app) as url:
+            gc.collect()
+            rss_serving = rss_kb()
+            backends = engines(tasks, n, ttft_s)
+            if proxy is None:
+                app.backends = backends
+                prefixes = [f"{url}/d/{i}" for i in range(n)]
+            else:
+                prefixes = [
+                    url
+                    + proxy.open_rollout(
+                        f"load-{i:05d}", task_id=tasks[i % len(tasks)].id, harness="load", backend=b
+                    )
+                    for i, b in enumerate(backends)
+                ]
+            rss_opened = rss_kb()
+            conn.send({"prefixes": prefixes})
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, conn.recv)  # go
+            peak = [rss_kb()]
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.wait(SAMPLE_S):
+                    peak[0] = max(peak[0], rss_kb())
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            capture_s.clear()
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            calls = await loop.run_in_executor(None, conn.recv)  # stop, with the calls made
+            cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+            stop.set()
+            sampler.join()
+    # the two timed steps of one call are adjacent entries: sum them pairwise
+    per_call = [a + b for a, b in zip(capture_s[::2], capture_s[1::2], strict=False)]
+    conn.send(
+        {
+            "server_cpu_s": round(cpu_s, 3),
+            "server_cpu_util": round(cpu_s / wall_s, 3),
+            "server_cpu_ms_per_call": round(1e3 * cpu_s / max(1, calls), 3),
+            "rss_serving_mb": round(rss_serving / 1024, 1),
+            "rss_opened_mb": round(rss_opened / 1024, 1),
+            "rss_peak_mb": round(peak[0] / 1024, 1),
+            "rss_per_live_rollout_kb": round((peak[0] - rss_serving) / n, 1),
+            "rss_per_open_rollout_kb": round((rss_opened - rss_serving) / n, 1),
+            "capture_ms": percentiles([1e3 * s for s in per_call]) if mode == "proxy" else None,
+        }
+    )
+
+
+# ---------------------------------------------------------------- the load process
+
+
+async def rollout(
+    prefix: str, spec: TaskSpec, index: int, *, ttft_s: float, max_calls: int, added: list[float]
+) -> int:
+    """One conversation through ``prefix``; returns the calls made."""
+    await asyncio.sleep(random.Random(index).uniform(0, ttft_s))  # spread the starts over one ttft
+    loaded = load_task(spec)
+    trial = Trial(loaded, f"load-{index}")
+    schemas = [t.openai_schema()["function"] for t in loaded.tools.values()]
+    user = ScriptedUser(spec.user_sim) if spec.user_sim else None
+    messages = [
+        Message(role="system", content=system_prompt(spec)),
+        Message(role="user", content=spec.request),
+    ]
+    calls = 0
+    async with rollout_client(timeout=None) as client:
+        while calls < max_calls:
+            payload = chat_payload("policy", messages, schemas)
+            t0 = time.perf_counter()
+            body = await post_json(client, prefix + "/v1/chat/completions", payload, 600.0)
+            added.append(time.perf_counter() - t0 - ttft_s)
+            calls += 1
+            turn = parse_assistant(body)
+            messages.append(turn)
+            if turn.tool_calls:
+                for call in turn.tool_calls:
+                    result = to_json(trial.call(call.name, json_object(call.arguments)).body).decode()
+                    tool = Message(role="tool", content=result, tool_call_id=call.id, name=call.name)
+                    messages.append(tool)
+                continue
+            if user is not None and "?" in turn.content and not user.exhausted:
+                messages.append(Message(role="user", content=user.reply(turn.content)))
+                continue
+            break
+    return calls
+
+
+async def load(prefixes: list[str], ttft_s: float, max_calls: int) -> tuple[int, list[float], float, float]:
+    tasks = rig_tasks()
+    added: list[float] = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    counts = await asyncio.gather(
+        *(
+            rollout(p, tasks[i % len(tasks)], i, ttft_s=ttft_s, max_calls=max_calls, added=added)
+            for i, p in enumerate(prefixes)
+        )
+    )
+    return sum(counts), added, time.process_time() - cpu0, time.perf_counter() - wall0
+
+
+def level(mode: str, n: int, rate: float, max_calls: int) -> dict[str, Any]:
+    ttft_s = n / rate
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=serve, args=(mode, n, ttft_s, child), daemon=True)
+    server.start()
+    try:
+        prefixes = parent.recv()["prefixes"]
+        parent.send("go")
+        gc.collect()
+        calls, added, load_cpu_s, wall_s = asyncio.run(load(prefixes, ttft_s, max_calls))
+        parent.send(calls)
+        stats = parent.recv()
+    finally:
+        server.join(timeout=30)
+        if server.is_alive():
+            server.kill()
+    return {
+        "mode": mode,
+        "rollouts": n,
+        "ttft_ms": round(1e3 * ttft_s, 1),
+        "calls": calls,
+        "wall_s": round(wall_s, 2),
+        "calls_per_s": round(calls / wall_s, 1),
+        "added_ms": percentiles([1e3 * a for a in added]),
+        "load_cpu_util": round(load_cpu_s / wall_s, 3),
+        **stats,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rollouts", default="100,1000", help="levels, comma-separated (concurrent rollouts)")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"servers, comma-separated: {', '.join(MODES)}")
+    ap.add_argument("--rate", type=float, default=100.0, help="model calls per second (ttft = N / rate)")
+    ap.add_argument("--max-calls", type=int, default=20, help="model calls per rollout at most")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each (mode, level), reported apart")
+    ap.add_argument("--out", type=Path, default=None, help="default results/proxy-load-<date>.json")
+    args = ap.parse_args()
+    os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
+    fd_limit = raise_fd_limit()
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        raise SystemExit(f"--modes: unknown {unknown}; use {', '.join(MODES)}")
+    started = dt.datetime.now(dt.UTC)
+    load_start = os.getloadavg()
+    rows: list[dict[str, Any]] = []
+    for n in (int(x) for x in args.rollouts.split(",") if x):
+        for repeat in range(args.repeats):
+            for mode in modes:  # interleaved, so a drift in the machine touches every mode alike
+                row = level(mode, n, args.rate, args.max_calls) | {"repeat": repeat}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    doc = {
+        "benchmark": "proxy-load",
+        "date": started.isoformat(timespec="seconds"),
+        "commit": commit(),
+        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+        "setup": {
+            "tasks": len(rig_tasks()),
+            "rate_calls_per_s": args.rate,
+            "max_calls": args.max_calls,
+            "fd_limit": fd_limit,
+            "what": "the server alone in a fresh process; a load process drives Chat Completions rollouts",
+        },
+        "machine": {
+            "cpu": cpu_model(),
+            "cpus": os.cpu_count(),
+            "load_average_start": load_start,
+            "load_average_end": os.getloadavg(),
+        },
+        "levels": rows,
+    }
+    out = args.out or Path(__file__).parent / "results" / f"proxy-load-{started.date().isoformat()}.json"
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
