@@ -25,7 +25,15 @@ Per level (``--rollouts 100,1000,10000``; all of a level's rollouts start at onc
 * memory — RSS sampled every 0.25 s; ``rss_per_live_rollout_kb`` = (peak RSS - RSS before) / the
   peak number of rollouts open in the proxy at once; ``proxy_kept_rollouts`` how many rollout
   entries the proxy still held at the end (open + closed);
-* ``open_fds_peak`` — file descriptors of the process at its peak (sockets both ways, capture files).
+* ``open_fds_peak`` — file descriptors of the process at its peak (sockets both ways, capture files);
+* ``exactly_once`` — the records file holds exactly one record per planned rollout (none lost, none
+  twice); ``resumed_skipped`` the rollouts a resumed run found already recorded.
+
+``--procs K`` splits a level over K fresh processes started together, each a whole stack on its
+share (throughput against processes, one per core). ``--ray`` runs it over Ray workers, on a local
+multi-node cluster with ``--nodes``; ``--kill-node-after S`` removes a node, ``--kill-worker-after S``
+SIGKILLs one worker process (its proxy with it). ``--work DIR --resume`` keeps what DIR holds: rerun
+after killing the command and the runner resumes there.
 
 Each level runs in a fresh process, after a warm-up level there (``--warmup``, 25 rollouts, not
 reported; in-process levels only), so imports, first-use caches and an earlier level's heap are not
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import multiprocessing
@@ -65,7 +74,8 @@ from coworkenv.proxy.capture import CaptureStore, read_calls
 from coworkenv.proxy.server import ProxyServer
 from coworkenv.rollout.harnesses.dialect_agent import DIALECTS
 from coworkenv.rollout.loop import wants_workspace_tools
-from coworkenv.rollout.runner import RunSummary, run_rollouts_async
+from coworkenv.rollout.record import read_records
+from coworkenv.rollout.runner import RECORDS_FILE, RunSummary, run_rollouts_async
 from coworkenv.spec import TaskSpec
 from coworkenv.tasks.builtin import builtin_tasks
 
@@ -129,6 +139,8 @@ class Level:
     workers: int = 1
     nodes: int = 1
     kill_after_s: float | None = None
+    kill_worker_after_s: float | None = None
+    procs: int = 1
 
     @property
     def backend(self) -> str:
@@ -242,7 +254,8 @@ def run_inproc(level: Level, out: Path) -> dict[str, Any]:
 def run_ray(level: Level, out: Path) -> dict[str, Any]:
     """Rollouts over Ray workers (a proxy + services + agents each); ``nodes`` > 1 starts a local
     multi-node cluster (``ray.cluster_utils.Cluster``, one CPU per node); ``kill_after_s`` removes
-    one non-head node that long after the start, without grace."""
+    one non-head node that long after the start, without grace; ``kill_worker_after_s`` SIGKILLs one
+    rollout worker process (its proxy with it)."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -266,6 +279,17 @@ def run_ray(level: Level, out: Path) -> dict[str, Any]:
                     killed.append(time.strftime("%H:%M:%S"))
 
             threading.Thread(target=kill, daemon=True).start()
+        worker_killed: list[int] = []
+        if level.kill_worker_after_s is not None:
+
+            def kill_worker() -> None:
+                time.sleep(level.kill_worker_after_s or 0)
+                procs = ray_workers()
+                if procs:
+                    procs[-1].kill()  # SIGKILL: the worker's proxy, services and agents die with it
+                    worker_killed.append(procs[-1].pid)
+
+            threading.Thread(target=kill_worker, daemon=True).start()
         with Probe(workers=True) as probe:
             busy0 = machine_busy_s()
             summary = run_rollouts_ray(
@@ -282,15 +306,13 @@ def run_ray(level: Level, out: Path) -> dict[str, Any]:
         ray.shutdown()
         cluster.shutdown()
     row = summarize(summary, level, cpu_s=None, busy_s=busy_s)
-    planned = {(t.id, k) for t in tasks for k in range(trials)}
-    keys = [(r.task_id, r.trial) for r in summary.records]
     row |= {
         "workers_rss_peak_mb": round(probe.rss_peak / 1024, 1),
         "workers_open_fds_peak": probe.fds_peak,
         "node_killed": bool(killed),
         "worker_losses": summary.meta.get("worker_losses", 0),
         "reruns": summary.meta.get("reruns", 0),
-        "exactly_once": sorted(keys) == sorted(planned) and len(set(keys)) == len(keys),
+        "worker_killed": bool(worker_killed),
     }
     return row
 
@@ -311,6 +333,10 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
             added.append(1e3 * client_s - engine_ms)
             inside.append(1e3 * (call.t_end - call.t_start) - engine_ms)
     ok = [r for r in records if r.status == "ok"]
+    on_file, unreadable_records = read_records(out / RECORDS_FILE)
+    tasks, trials = plan(level)
+    planned = sorted((t.id, k) for t in tasks for k in range(trials))
+    filed = sorted((r.task_id, r.trial) for r in on_file)
     failures = Counter(f"{r.failure.kind}" for r in records if r.failure is not None)
     n_calls = sum(r.n_calls for r in records)
     wall_s = summary.wall_s
@@ -334,6 +360,10 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
         "machine_cpu_s": round(busy_s, 2),
         "machine_cpu_ms_per_call": round(1e3 * busy_s / max(1, n_calls), 3),
         "capture_unreadable": unreadable,
+        "resumed_skipped": summary.skipped,
+        "records_on_file": len(on_file),
+        "records_unreadable": len(unreadable_records),
+        "exactly_once": filed == planned,
     }
     if cpu_s is not None:
         row["cpu_s"] = round(cpu_s, 2)
@@ -341,14 +371,67 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
     return row
 
 
-def run_fresh(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
-    """One level in this (fresh) process, after an unreported warm-up level (imports, first-use caches)."""
+def run_fresh(lv: Level, warmup: Level | None, out: Path, resume: bool = False) -> dict[str, Any]:
+    """One level in this (fresh) process, after an unreported warm-up level (imports, first-use caches);
+    ``resume``: keep what ``out`` already holds (the runner skips rollouts recorded there)."""
+    os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
+    raise_fd_limit()
+    if warmup is not None:
+        run_inproc(warmup, out.with_name(out.name + "-warmup"))
+    if not resume:
+        shutil.rmtree(out, ignore_errors=True)
+    return run_ray(lv, out) if lv.mode == "ray" else run_inproc(lv, out)
+
+
+def _one_share(lv: Level, warmup: Level | None, out: Path, barrier: Any, results: Any) -> None:
+    """A process of ``--procs``: warm up, wait for the others, run its share of the level."""
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     raise_fd_limit()
     if warmup is not None:
         run_inproc(warmup, out.with_name(out.name + "-warmup"))
     shutil.rmtree(out, ignore_errors=True)
-    return run_ray(lv, out) if lv.mode == "ray" else run_inproc(lv, out)
+    barrier.wait()
+    t_start = time.time()
+    row = run_inproc(lv, out)
+    results.put(row | {"t_start": t_start, "t_end": time.time()})
+
+
+def run_procs(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
+    """The level split over ``lv.procs`` fresh processes started together, each a whole stack of its
+    own (runner, proxy, services, grading, agents) on its share of the rollouts: throughput against
+    processes, one per core, with no coordinator between them."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(lv.procs), ctx.Queue()
+    share = dataclasses.replace(lv, rollouts=lv.rollouts // lv.procs, procs=1)
+    procs = [
+        ctx.Process(target=_one_share, args=(share, warmup, out / f"p{i}", barrier, results))
+        for i in range(lv.procs)
+    ]
+    for p in procs:
+        p.start()
+    rows = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    wall_s = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
+    graded, calls = sum(r["graded"] for r in rows), sum(r["model_calls"] for r in rows)
+    failures: Counter[str] = Counter()
+    for r in rows:
+        failures.update(r["infra_failures"])
+    return {
+        "dialect": lv.dialect,
+        "mode": "procs",
+        "procs": lv.procs,
+        "rollouts": lv.rollouts,
+        "recorded": sum(r["recorded"] for r in rows),
+        "graded": graded,
+        "infra_failures": dict(failures),
+        "wall_s": round(wall_s, 2),
+        "rollouts_per_s": round(graded / wall_s, 2),
+        "model_calls": calls,
+        "cpu_ms_per_call": round(1e3 * sum(r["cpu_s"] for r in rows) / max(1, calls), 3),
+        "exactly_once": all(r["exactly_once"] for r in rows),
+        "per_process": rows,
+    }
 
 
 def commit() -> str:
@@ -373,11 +456,18 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="Ray workers (processes, each with its proxy)")
     ap.add_argument("--nodes", type=int, default=1, help="local Ray cluster nodes (one CPU each)")
     ap.add_argument("--kill-node-after", type=float, default=None, help="seconds; remove a node mid-run")
+    ap.add_argument(
+        "--kill-worker-after", type=float, default=None, help="seconds; SIGKILL one Ray worker mid-run"
+    )
+    ap.add_argument("--procs", type=int, default=1, help="in-process levels: split over this many processes")
+    ap.add_argument("--resume", action="store_true", help="keep --work's records: the runner resumes there")
     ap.add_argument("--warmup", type=int, default=RIG_TASKS, help="first, unreported (0: none)")
     ap.add_argument("--work", type=Path, default=None, help="records and captures (default: a temp dir)")
     ap.add_argument("--out", type=Path, default=None, help="default results/scale-<date>.json")
     args = ap.parse_args()
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
+    if args.resume and args.work is None:
+        raise SystemExit("--resume: name the run's directory with --work DIR (a temp dir is never resumed)")
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     fd_limit = raise_fd_limit()
     started = dt.datetime.now(dt.UTC)
@@ -387,7 +477,7 @@ def main() -> None:
     def level(n: int, dialect: str) -> Level:
         common = {"rollouts": n, "dialect": dialect, "ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms}
         if not args.ray:
-            return Level(**common, slots=args.slots)
+            return Level(**common, slots=args.slots, procs=args.procs)
         return Level(
             **common,
             slots=args.slots,
@@ -395,6 +485,7 @@ def main() -> None:
             workers=args.workers,
             nodes=args.nodes,
             kill_after_s=args.kill_node_after,
+            kill_worker_after_s=args.kill_worker_after,
         )
 
     results: list[dict[str, Any]] = []
@@ -403,12 +494,14 @@ def main() -> None:
             for n in (int(x) for x in args.rollouts.split(",") if x):
                 lv = level(n, dialect)
                 warmup = Level(args.warmup, dialect, args.ttft_ms, args.tpot_ms) if args.warmup else None
-                # each level in a fresh process: memory figures start from a clean heap
-                ctx = multiprocessing.get_context("spawn")
-                with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-                    row = pool.submit(
-                        run_fresh, lv, None if args.ray else warmup, work / f"{dialect}-{n}"
-                    ).result()
+                if lv.procs > 1:
+                    row = run_procs(lv, warmup, work / f"{dialect}-{n}")
+                else:  # each level in a fresh process: memory figures start from a clean heap
+                    ctx = multiprocessing.get_context("spawn")
+                    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                        row = pool.submit(
+                            run_fresh, lv, None if args.ray else warmup, work / f"{dialect}-{n}", args.resume
+                        ).result()
                 print(json.dumps(row), flush=True)
                 results.append(row)
     finally:
@@ -429,8 +522,11 @@ def main() -> None:
             "what": (
                 f"Ray: {args.workers} workers on {args.nodes} node(s), each with proxy, services, agents"
                 if args.ray
+                else f"{args.procs} processes, each runner, proxy, services, grading and agents on its share"
+                if args.procs > 1
                 else "one process: runner, proxy, services, grading and the dialect agents in one event loop"
             ),
+            "resume": args.resume,
         },
         "machine": {
             "cpu": cpu_model(),

@@ -131,7 +131,27 @@ def test_bench_scale_writes_a_level_with_every_figure(tmp_path: Path) -> None:
     assert level["live_rollouts_peak"] > 1
     assert level["added_ms"]["p50"] >= 0
     assert level["capture_unreadable"] == 0
+    assert level["exactly_once"]
+    assert level["records_on_file"] == 25
     assert {"date", "commit", "command", "machine", "setup"} <= set(doc)
+
+
+def test_bench_scale_splits_a_level_over_processes(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "scale.json"
+    cmd = [sys.executable, "bench_scale.py", "--rollouts", "50", "--procs", "2", "--warmup", "0"]
+    cmd += ["--ttft-ms", "5", "--out", str(out)]
+    subprocess.run(cmd, cwd=root / "benchmarks", check=True, capture_output=True, timeout=300)
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["mode"] == "procs"
+    assert len(level["per_process"]) == 2
+    assert [row["rollouts"] for row in level["per_process"]] == [25, 25]
+    assert level["graded"] == 50
+    assert level["exactly_once"]
 
 
 def test_bench_proxy_load_measures_each_server_under_the_same_load(tmp_path: Path) -> None:
