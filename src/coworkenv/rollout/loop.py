@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from coworkenv.proxy.messages import Message, ToolCall, openai_message
 from coworkenv.rollout.harnesses.base import HarnessContext, HarnessInfraError, HarnessResult
@@ -105,12 +106,15 @@ def rollout_client(**kwargs: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(trust_env=False, verify=_tls(), **kwargs)
 
 
+_JSON = {"content-type": "application/json"}
+
+
 async def post_json(client: httpx.AsyncClient, url: str, payload: Any, timeout: float) -> Any:
     """POST a model call to the rollout's proxy; the JSON answer. A timeout propagates (the policy's
     time ran out); any other HTTP failure, a non-200 status or a body that is not JSON is a
     :class:`HarnessInfraError` (never the policy's fault)."""
     try:
-        resp = await client.post(url, json=payload, timeout=timeout)
+        resp = await client.post(url, content=to_json(payload), headers=_JSON, timeout=timeout)
     except httpx.TimeoutException:
         raise
     except httpx.HTTPError as exc:
@@ -118,8 +122,8 @@ async def post_json(client: httpx.AsyncClient, url: str, payload: Any, timeout: 
     if resp.status_code != 200:
         raise HarnessInfraError("http_error", f"POST {url}: HTTP {resp.status_code}: {resp.text[:300]}")
     try:
-        return resp.json()
-    except ValueError as exc:
+        return orjson.loads(resp.content)
+    except orjson.JSONDecodeError as exc:
         raise HarnessInfraError("http_error", f"POST {url}: body is not JSON") from exc
 
 
