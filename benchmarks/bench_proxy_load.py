@@ -27,12 +27,18 @@ Per server and level:
 
 * ``added_ms`` p50/p90/p99/max — client-observed seconds per call less the engine's; the proxy's own
   addition is ``proxy`` − ``direct`` at each percentile, the capture's ``proxy`` − ``nocapture``;
+* ``server_added_ms`` — inside the server, per request: from the app's call (headers parsed) to the
+  answer sent, less the engine's time; client, kernel and network excluded — the proxy's own
+  addition is ``proxy`` − ``direct`` here too, without the load process's noise;
 * ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it;
 * ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
 * ``rss_per_live_rollout_kb`` — (the server's RSS peak under load − its RSS once serving, before any
   rollout was opened) / N; at the peak every rollout is open with about one call in flight;
 * ``load_cpu_util`` / ``server_cpu_util`` — CPU seconds / wall seconds of each process (well under
   1.0: not saturated).
+
+Both processes follow the runner's rule for many live rollouts (:func:`fewer_collections` at
+``MANY_ROLLOUTS`` or more), as the proxy inside a run does.
 
 The JSON names the date, commit, machine, load average at start and end, and the command.
 
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import gc
 import json
@@ -72,7 +79,7 @@ from coworkenv.proxy.server import ProxyServer
 from coworkenv.proxy.sse import JSON_HEADERS
 from coworkenv.rollout.harnesses.dialect_agent import chat_payload, json_object
 from coworkenv.rollout.loop import ScriptedUser, parse_assistant, post_json, rollout_client, system_prompt
-from coworkenv.rollout.runner import UnassignedBackend, serve_app
+from coworkenv.rollout.runner import MANY_ROLLOUTS, UnassignedBackend, fewer_collections, serve_app
 from coworkenv.serve import to_json
 from coworkenv.services.trial import Trial, load_task
 from coworkenv.spec import TaskSpec
@@ -141,6 +148,25 @@ class Timed:
         setattr(target, name, timed)
 
 
+class ServerClock:
+    """Wraps an ASGI app: per HTTP request, the seconds from the app's call (headers parsed) to its
+    return (answer sent) — the server's own handling time, client and network excluded."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.took: list[float] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.took.append(time.perf_counter() - t0)
+
+
 def engines(tasks: list[TaskSpec], n: int, ttft_s: float) -> list[SimulatedBackend]:
     """One engine per rollout over its task's reference solution, as the runner gives each rollout."""
     return [
@@ -168,7 +194,9 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             Timed(proxy, "_captured", capture_s)
             Timed(store, "append", capture_s)
             app = proxy.app
-        async with serve_app(app) as url:
+        clock = ServerClock(app)
+        many = fewer_collections() if n >= MANY_ROLLOUTS else contextlib.nullcontext()
+        async with serve_app(clock) as url:
             gc.collect()
             rss_serving = rss_kb()
             backends = engines(tasks, n, ttft_s)
@@ -197,9 +225,12 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             capture_s.clear()
+            clock.took.clear()
+            many.__enter__()  # as the runner does with this many rollouts live
             cpu0, wall0 = time.process_time(), time.perf_counter()
             calls = await loop.run_in_executor(None, conn.recv)  # stop, with the calls made
             cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+            many.__exit__(None, None, None)
             stop.set()
             sampler.join()
     # the two timed steps of one call are adjacent entries: sum them pairwise
@@ -214,6 +245,7 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             "rss_peak_mb": round(peak[0] / 1024, 1),
             "rss_per_live_rollout_kb": round((peak[0] - rss_serving) / n, 1),
             "rss_per_open_rollout_kb": round((rss_opened - rss_serving) / n, 1),
+            "server_added_ms": percentiles([1e3 * (t - ttft_s) for t in clock.took]),
             "capture_ms": percentiles([1e3 * s for s in per_call]) if mode == "proxy" else None,
         }
     )
@@ -262,12 +294,14 @@ async def load(prefixes: list[str], ttft_s: float, max_calls: int) -> tuple[int,
     tasks = rig_tasks()
     added: list[float] = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    counts = await asyncio.gather(
-        *(
-            rollout(p, tasks[i % len(tasks)], i, ttft_s=ttft_s, max_calls=max_calls, added=added)
-            for i, p in enumerate(prefixes)
+    many = fewer_collections() if len(prefixes) >= MANY_ROLLOUTS else contextlib.nullcontext()
+    with many:  # one process plays many harnesses: its collector must not pause them all
+        counts = await asyncio.gather(
+            *(
+                rollout(p, tasks[i % len(tasks)], i, ttft_s=ttft_s, max_calls=max_calls, added=added)
+                for i, p in enumerate(prefixes)
+            )
         )
-    )
     return sum(counts), added, time.process_time() - cpu0, time.perf_counter() - wall0
 
 

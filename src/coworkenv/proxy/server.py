@@ -457,9 +457,13 @@ class ProxyServer:
             await _respond(send, status, dialect.error_body(status, kind, message))
 
     def _captured(self, call: _Call) -> CapturedCall:
+        """The call's record. Built without revalidation (``model_construct``): every field comes from
+        an already-validated model (the parsed request, the backend's :class:`Completion`, the
+        delivered turn) or from here; validating tens of thousands of token ids again was most of the
+        capture's cost on long prompts."""
         t_end = time.time()
         c, turn, parsed = call.completion, call.turn, call.parsed
-        return CapturedCall(
+        return CapturedCall.model_construct(
             rollout_id=call.rollout.rollout_id,
             seq=call.seq,
             call_id=call.response_id,
@@ -468,9 +472,9 @@ class ProxyServer:
             dialect=call.dialect.name,
             stream=parsed.stream if parsed else False,
             request=parsed.request if parsed else _EMPTY_REQUEST,
-            prompt_ids=c.prompt_ids if c else (),
-            output_ids=c.output_ids if c else (),
-            logprobs=c.logprobs if c else (),
+            prompt_ids=tuple(c.prompt_ids) if c else (),  # a tuple already: tuple() returns it as is
+            output_ids=tuple(c.output_ids) if c else (),
+            logprobs=tuple(c.logprobs) if c else (),
             token_exact=c.token_exact if c else False,
             text=c.text if c else "",
             response=turn.model_dump() if turn and not call.error else {},
