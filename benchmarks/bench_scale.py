@@ -434,6 +434,55 @@ def run_procs(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
     }
 
 
+def _cpu_s() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its waited-for children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def sandbox_fs(repeats: int) -> dict[str, Any]:
+    """What a rollout's sandbox costs, with its own filesystem (a process harness's: mkfs.ext4 + loop
+    mount, :mod:`coworkenv.rollout.diskfs`) and as plain directories (an in-process harness's): wall
+    ms to create and to clean up (p50/p90/max), and CPU ms per sandbox of this process and of the
+    child processes it ran (mkfs, mount, umount)."""
+    from coworkenv.rollout.diskfs import disk_problem
+    from coworkenv.rollout.isolation import Limits
+    from coworkenv.rollout.sandbox import Sandbox
+
+    spec = rig_tasks()[0]
+    out: dict[str, Any] = {"disk_bytes": Limits().disk_bytes, "own_fs_problem": disk_problem()}
+    with tempfile.TemporaryDirectory(prefix="coworkenv-sandbox-bench-") as tmp:
+        for name, disk in (("own_fs", Limits().disk_bytes), ("plain", None)):
+            create, clean = [], []
+            me0, kids0 = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+            for i in range(repeats):
+                t0 = time.perf_counter()
+                box = Sandbox.create(Path(tmp), f"{name}-{i}", spec, disk_bytes=disk)
+                t1 = time.perf_counter()
+                box.cleanup()
+                create.append(1e3 * (t1 - t0))
+                clean.append(1e3 * (time.perf_counter() - t1))
+            me1, kids1 = (
+                resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
+
+            def cpu(a: Any, b: Any) -> float:
+                return round(1e3 * ((b.ru_utime + b.ru_stime) - (a.ru_utime + a.ru_stime)) / repeats, 2)
+
+            out[name] = {
+                "create_ms": percentiles(create),
+                "cleanup_ms": percentiles(clean),
+                "cpu_ms_self": round(1e3 * (me1 - me0) / repeats, 2),
+                "cpu_ms_children": round(1e3 * (kids1 - kids0) / repeats, 2),
+                "processes_on_machine": len([p for p in os.listdir("/proc") if p.isdigit()]),
+            }
+    return out
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -443,7 +492,7 @@ def commit() -> str:
         return "unknown"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--rollouts", default="100,1000", help=f"levels, comma-separated (multiples of {RIG_TASKS})"
@@ -461,10 +510,20 @@ def main() -> None:
     )
     ap.add_argument("--procs", type=int, default=1, help="in-process levels: split over this many processes")
     ap.add_argument("--resume", action="store_true", help="keep --work's records: the runner resumes there")
+    ap.add_argument(
+        "--sandbox-fs",
+        type=int,
+        default=0,
+        help="also time N sandboxes with and without their own filesystem",
+    )
     ap.add_argument("--warmup", type=int, default=RIG_TASKS, help="first, unreported (0: none)")
     ap.add_argument("--work", type=Path, default=None, help="records and captures (default: a temp dir)")
     ap.add_argument("--out", type=Path, default=None, help="default results/scale-<date>.json")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     dialects = list(DIALECTS) if args.dialect == "all" else [args.dialect]
     if args.resume and args.work is None:
         raise SystemExit("--resume: name the run's directory with --work DIR (a temp dir is never resumed)")
@@ -536,6 +595,8 @@ def main() -> None:
         },
         "levels": results,
     }
+    if args.sandbox_fs:
+        doc["sandbox_fs"] = sandbox_fs(args.sandbox_fs)
     out = args.out or Path(__file__).parent / "results" / f"scale-{started.date().isoformat()}.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}")

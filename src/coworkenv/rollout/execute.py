@@ -63,6 +63,7 @@ from coworkenv.rollout.harnesses.base import (
     HarnessInfraError,
     HarnessNotInstalled,
     HarnessResult,
+    starts_processes,
 )
 from coworkenv.rollout.isolation import Isolation, Jail
 from coworkenv.rollout.record import FailureKind, FailureLabel, RolloutRecord, ToolCallRecord
@@ -150,8 +151,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
     try:
         try:
             harness.check_installed()
-            disk = rc.isolation.limits.disk_bytes  # its filesystem is made off the event loop
-            box = await asyncio.to_thread(Sandbox.create, rc.run_dir, rid, spec, disk_bytes=disk)
+            box = await _sandbox(rc, rid, spec, harness)
             if spec.id not in rc.host.tasks:
                 rc.host.add_task(spec)
             trial = rc.host.open_trial(spec.id, rid)
@@ -191,6 +191,15 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
         await _release(rc, rid if opened else None, trial, box, ctx.jail if ctx is not None else None)
+
+
+async def _sandbox(rc: RunContext, rid: str, spec: TaskSpec, harness: Harness) -> Sandbox:
+    """The rollout's sandbox, made off the event loop (its filesystem is mkfs + mount); a harness that
+    starts no process gets plain directories."""
+    disk, procs = rc.isolation.limits.disk_bytes, starts_processes(harness)
+    return await asyncio.to_thread(
+        Sandbox.create, rc.run_dir, rid, spec, disk_bytes=disk, hosts_processes=procs
+    )
 
 
 async def _release(

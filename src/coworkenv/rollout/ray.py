@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -44,6 +43,7 @@ from coworkenv.rollout.runner import (
     open_session,
     plan_run,
 )
+from coworkenv.rollout.scratch import scratch_dir
 from coworkenv.spec import TaskSpec
 
 
@@ -53,7 +53,7 @@ class RolloutWorker:
     def __init__(self, backend: BackendArg, timeout_cap_s: float | None) -> None:
         self.backend = backend
         self.timeout_cap_s = timeout_cap_s
-        self.root = Path(tempfile.mkdtemp(prefix="coworkenv-ray-"))
+        self.root = scratch_dir("coworkenv-ray-")
         self._stack: contextlib.AsyncExitStack | None = None
         self._rc: RunContext | None = None
         self._lock = asyncio.Lock()

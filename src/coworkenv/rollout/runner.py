@@ -29,7 +29,6 @@ import contextlib
 import gc
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -53,6 +52,7 @@ from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import RolloutRecord, append_record, read_records
 from coworkenv.rollout.sandbox import peer_rollout
+from coworkenv.rollout.scratch import scratch_dir
 from coworkenv.serve.listen import listen_socket
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
@@ -329,7 +329,7 @@ async def run_rollouts_async(  # noqa: PLR0917
     jobs, summary = plan_run(tasks, harnesses, trials, out_dir)
     if not jobs:
         return summary
-    run_dir = Path(tempfile.mkdtemp(prefix="coworkenv-run-"))
+    run_dir = scratch_dir("coworkenv-run-")
     sem = asyncio.Semaphore(max(1, concurrency))
     stack = contextlib.ExitStack()
     if concurrency >= MANY_ROLLOUTS:

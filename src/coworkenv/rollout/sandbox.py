@@ -61,17 +61,26 @@ class Sandbox:
     """The rollout's own size-limited filesystem, mounted on ``root`` (where the host allows one)."""
     disk_reason: str = ""
     """Why there is none (the disk quota is then only polled)."""
+    hosts_processes: bool = True
+    """False for an in-process harness: no filesystem was made, and no process is looked for at cleanup."""
 
     @classmethod
     def create(
-        cls, run_dir: Path, rollout_id: str, spec: TaskSpec, *, disk_bytes: int | None = None
+        cls,
+        run_dir: Path,
+        rollout_id: str,
+        spec: TaskSpec,
+        *,
+        disk_bytes: int | None = None,
+        hosts_processes: bool = True,
     ) -> Sandbox:
         """The sandbox directories; with ``disk_bytes`` they live on a filesystem of that size
-        (:mod:`coworkenv.rollout.diskfs`) where the host allows one, else a loud warning."""
+        (:mod:`coworkenv.rollout.diskfs`) where the host allows one, else a loud warning. With
+        ``hosts_processes=False`` (a harness that starts none) they are plain directories."""
         root = run_dir / "sandboxes" / rollout_id
-        _remove(root)
+        remove_sandbox_dir(root)
         disk, reason = None, ""
-        if disk_bytes is not None:
+        if disk_bytes is not None and hosts_processes:
             reason = disk_problem() or ""
             if not reason:
                 try:
@@ -81,7 +90,7 @@ class Sandbox:
             if reason:
                 _warn_disk(reason)
         dirs = (root / "workspace", root / "home", root / "tmp", root / "logs")
-        box = cls(rollout_id, root, *dirs, disk=disk, disk_reason=reason)
+        box = cls(rollout_id, root, *dirs, disk=disk, disk_reason=reason, hosts_processes=hosts_processes)
         for d in (box.workspace, box.home, box.tmp, box.logs):
             d.mkdir(parents=True, exist_ok=True)
         materialize_workspace(spec, box.workspace)
@@ -122,7 +131,7 @@ class Sandbox:
     def cleanup(self, *, keep: bool = False) -> int:
         """Kill the sandbox's processes; unmount its filesystem; remove its directory unless
         ``keep`` (then its contents stay, copied off the filesystem). Returns #killed."""
-        killed = kill_marked(self.rollout_id)
+        killed = kill_marked(self.rollout_id) if self.hosts_processes else 0
         if self.disk is not None:
             self.disk.unmount(keep=keep)
         if not keep:
@@ -130,7 +139,7 @@ class Sandbox:
         return killed
 
 
-def _remove(root: Path) -> None:
+def remove_sandbox_dir(root: Path) -> None:
     """Remove a sandbox directory a previous run left (unmounting its filesystem if it left one)."""
     if os.path.ismount(root):
         subprocess.run(["umount", "-l", str(root)], capture_output=True, check=False, timeout=60)

@@ -12,6 +12,11 @@ A harness raises :class:`HarnessNotInstalled` when its binary is missing (a star
 the fix in the message) and :class:`HarnessInfraError` for failures that are not the policy's
 (HTTP errors from the proxy, a crashed process); the sandbox turns both into infrastructure
 failure labels. It never grades: grading is the sandbox's job, from the trial's audit events.
+
+A harness that starts no process and writes no file (an in-process agent speaking HTTP, such as the
+load rig's dialect agents) sets ``starts_processes = False``: its sandbox is then plain directories,
+with no filesystem of its own to make and mount (~0.33 s of wall and ~0.35 s of CPU per rollout,
+measured) and no process scan when it ends. Absent, it is taken to be True.
 """
 
 from __future__ import annotations
@@ -106,6 +111,11 @@ class HarnessResult:
     """Set when the harness itself detected a failure that is not the policy's."""
     stderr_tail: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def starts_processes(harness: object) -> bool:
+    """Whether ``harness`` may start processes (see the module docstring; True unless it says not)."""
+    return bool(getattr(harness, "starts_processes", True))
 
 
 @runtime_checkable

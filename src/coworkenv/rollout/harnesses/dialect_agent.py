@@ -178,6 +178,9 @@ def json_object(arguments: str) -> dict[str, Any]:
 class DialectAgent:
     """The harness (see the module docstring); ``DialectAgent("responses").name == "agent-responses"``."""
 
+    starts_processes = False
+    """In-process: its rollouts get plain sandbox directories, no filesystem of their own."""
+
     def __init__(self, dialect: Dialect = "chat", *, model: str = "policy") -> None:
         if dialect not in _WIRES:
             raise ValueError(f"dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
