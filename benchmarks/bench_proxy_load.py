@@ -305,6 +305,56 @@ async def load(prefixes: list[str], ttft_s: float, max_calls: int) -> tuple[int,
     return sum(counts), added, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
+async def _keepalive(sock: Any, repeats: int) -> list[float]:
+    """Sequential POSTs on one kept-alive connection to a trivial app served on ``sock``: ms each."""
+    import uvicorn
+
+    async def ok(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                kind = (await receive())["type"]
+                await send({"type": kind + ".complete"})
+                if kind == "lifespan.shutdown":
+                    return
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": JSON_HEADERS})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    server = uvicorn.Server(uvicorn.Config(ok, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/x"
+    took: list[float] = []
+    async with rollout_client(timeout=10) as client:
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            await client.post(url, content=b"{}" * 1000)
+            took.append(1e3 * (time.perf_counter() - t0))
+    server.should_exit = True
+    await task
+    return took[1:]  # the first opens the connection
+
+
+def keepalive(repeats: int) -> dict[str, Any]:
+    """The delayed-ACK stall that ``serve/listen.py`` removes: the same server on a listening socket
+    made as before (protocol 0: asyncio leaves Nagle on for accepted connections) and on ours."""
+    import socket
+
+    from coworkenv.serve.listen import listen_socket
+
+    plain = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    plain.bind(("127.0.0.1", 0))
+    return {
+        "requests": repeats,
+        "before_ms": percentiles(asyncio.run(_keepalive(plain, repeats))),
+        "listen_socket_ms": percentiles(asyncio.run(_keepalive(listen_socket(), repeats))),
+    }
+
+
 def level(mode: str, n: int, rate: float, max_calls: int) -> dict[str, Any]:
     ttft_s = n / rate
     ctx = multiprocessing.get_context("spawn")
@@ -342,6 +392,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="model calls per second (ttft = N / rate)")
     ap.add_argument("--max-calls", type=int, default=20, help="model calls per rollout at most")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each (mode, level), reported apart")
+    ap.add_argument(
+        "--keepalive", type=int, default=0, help="also time N requests on one kept-alive connection"
+    )
     ap.add_argument("--out", type=Path, default=None, help="default results/proxy-load-<date>.json")
     args = ap.parse_args()
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
@@ -353,7 +406,7 @@ def main() -> None:
     started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
-    for n in (int(x) for x in args.rollouts.split(",") if x):
+    for n in (int(x) for x in args.rollouts.split(",") if x and x != "0"):
         for repeat in range(args.repeats):
             for mode in modes:  # interleaved, so a drift in the machine touches every mode alike
                 row = level(mode, n, args.rate, args.max_calls) | {"repeat": repeat}
@@ -379,6 +432,8 @@ def main() -> None:
         },
         "levels": rows,
     }
+    if args.keepalive:
+        doc["keepalive"] = keepalive(args.keepalive)
     out = args.out or Path(__file__).parent / "results" / f"proxy-load-{started.date().isoformat()}.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}")

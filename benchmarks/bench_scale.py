@@ -454,10 +454,7 @@ def sandbox_fs(repeats: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="coworkenv-sandbox-bench-") as tmp:
         for name, disk in (("own_fs", Limits().disk_bytes), ("plain", None)):
             create, clean = [], []
-            me0, kids0 = (
-                resource.getrusage(resource.RUSAGE_SELF),
-                resource.getrusage(resource.RUSAGE_CHILDREN),
-            )
+            me0, kids0 = _cpu_s()
             for i in range(repeats):
                 t0 = time.perf_counter()
                 box = Sandbox.create(Path(tmp), f"{name}-{i}", spec, disk_bytes=disk)
@@ -465,10 +462,7 @@ def sandbox_fs(repeats: int) -> dict[str, Any]:
                 box.cleanup()
                 create.append(1e3 * (t1 - t0))
                 clean.append(1e3 * (time.perf_counter() - t1))
-            me1, kids1 = (
-                resource.getrusage(resource.RUSAGE_SELF),
-                resource.getrusage(resource.RUSAGE_CHILDREN),
-            )
+            me1, kids1 = _cpu_s()
 
             def cpu(a: Any, b: Any) -> float:
                 return round(1e3 * ((b.ru_utime + b.ru_stime) - (a.ru_utime + a.ru_stime)) / repeats, 2)

@@ -15,8 +15,9 @@ failure labels. It never grades: grading is the sandbox's job, from the trial's 
 
 A harness that starts no process and writes no file (an in-process agent speaking HTTP, such as the
 load rig's dialect agents) sets ``starts_processes = False``: its sandbox is then plain directories,
-with no filesystem of its own to make and mount (~0.33 s of wall and ~0.35 s of CPU per rollout,
-measured) and no process scan when it ends. Absent, it is taken to be True.
+with no filesystem of its own to make and mount (mkfs + loop mount: ~50 ms of wall and ~47 ms of
+CPU per rollout on a quiet machine, ``benchmarks/results/scale-sandbox-fs-2026-12-06.json``; far more
+with thousands mounted) and no process scan when it ends. Absent, it is taken to be True.
 """
 
 from __future__ import annotations
