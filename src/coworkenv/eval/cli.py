@@ -24,6 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
+from coworkenv.jsonl import jsonl_lines
+
 
 def rollouts_file(path: Path) -> Path:
     """``path`` itself, or ``path/rollouts.jsonl`` for a directory; SpecError when neither exists."""
@@ -48,7 +50,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     from coworkenv.errors import SpecError
 
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(path), start=1):
         if not line.strip():
             continue
         try:

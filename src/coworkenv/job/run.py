@@ -35,6 +35,7 @@ from rich.table import Table
 from coworkenv.errors import CoworkError
 from coworkenv.job.config import JobConfig
 from coworkenv.job.progress import StageProgress
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.machine import machine_info
 from coworkenv.rollout.record import RolloutRecord, read_records
 from coworkenv.spec import TaskSpec
@@ -419,7 +420,7 @@ def stage_train(st: JobState) -> dict[str, Any]:
     from coworkenv.trajectories.sample import TrainingSample
 
     c = st.cfg.train
-    lines = (st.out / "trees" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = jsonl_lines(st.out / "trees" / "samples.jsonl")
     samples = [TrainingSample.model_validate_json(x) for x in lines if x.strip()]
     if c.updates == 0 or not samples:
         st.console.print("train: skipped (no samples)" if not samples else "train: skipped (updates = 0)")
@@ -463,9 +464,7 @@ def stage_train(st: JobState) -> dict[str, Any]:
             )
             process_dir(d, d / "samples.jsonl")
             samples = [
-                TrainingSample.model_validate_json(x)
-                for x in (d / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-                if x.strip()
+                TrainingSample.model_validate_json(x) for x in jsonl_lines(d / "samples.jsonl") if x.strip()
             ]
             failed = infra_failures(d)
         m = trainer.step(samples, infra_failed=failed)

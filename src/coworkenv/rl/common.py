@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.rl.config import ModelConfig
 
 
@@ -240,7 +241,7 @@ class MetricsLog:
         if not self.enabled or not self.path.exists():
             return
         keep = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for line in jsonl_lines(self.path):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:

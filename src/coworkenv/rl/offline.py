@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.rollout.record import read_records
 from coworkenv.trajectories.sample import TrainingSample
 
@@ -36,7 +37,7 @@ def load_samples(path: Path) -> tuple[list[TrainingSample], list[str]]:
     samples: list[TrainingSample] = []
     problems: list[str] = []
     for f in _files(path):
-        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(jsonl_lines(f), start=1):
             if not line.strip():
                 continue
             try:

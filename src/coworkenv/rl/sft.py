@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from coworkenv.errors import SpecError
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.machine import native_bf16
 from coworkenv.proxy.messages import ChatRequest, Message, ToolCall, ToolSpec
 from coworkenv.rl.attention import use_tree_attention
@@ -109,7 +110,7 @@ def read_sft_jsonl(path: Path) -> list[tuple[list[Message], list[ToolSpec]]]:
         raise SpecError.single(path, "", "no SFT JSONL found (expected a .jsonl file or a directory of them)")
     rows: list[tuple[list[Message], list[ToolSpec]]] = []
     for f in files:
-        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(jsonl_lines(f), start=1):
             if not line.strip():
                 continue
             try:

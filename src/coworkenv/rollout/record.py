@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.proxy.messages import Message
 
 ROLLOUT_SCHEMA_VERSION = 1
@@ -152,7 +153,7 @@ def read_records(path: Path) -> tuple[list[RolloutRecord], list[str]]:
     problems: list[str] = []
     if not path.exists():
         return records, problems
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, raw in enumerate(jsonl_lines(path), start=1):
         if not raw.strip():
             continue
         try:
