@@ -71,3 +71,12 @@ def test_an_in_process_harness_sandbox_has_no_filesystem_of_its_own(tmp_path: Pa
     finally:
         assert box.cleanup() == 0
     assert not box.root.exists()
+
+
+def test_released_scratch_is_never_swept(tmp_path: Path) -> None:
+    from coworkenv.rollout.scratch import release_scratch
+
+    root = _run_dir(tmp_path, "coworkenv-run-kept", f"{_dead_pid()} {_boot_id()}")
+    release_scratch(root)
+    assert sweep_abandoned(tmp_path) == 0
+    assert root.exists()

@@ -52,7 +52,7 @@ from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.isolation import Isolation
 from coworkenv.rollout.record import RolloutRecord, append_record, read_records
 from coworkenv.rollout.sandbox import peer_rollout
-from coworkenv.rollout.scratch import scratch_dir
+from coworkenv.rollout.scratch import release_scratch, scratch_dir
 from coworkenv.serve.listen import listen_socket
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
@@ -361,6 +361,8 @@ async def run_rollouts_async(  # noqa: PLR0917
         stack.close()
         if not keep_sandboxes:
             shutil.rmtree(run_dir, ignore_errors=True)
+        else:  # kept for the user: no later run may sweep it
+            release_scratch(run_dir)
     summary.wall_s = time.monotonic() - t0
     return summary
 

@@ -14,6 +14,8 @@ Contract:
   runs, or the machine has rebooted since): each sandbox's filesystem unmounted (lazily) and its
   image deleted, then the directory. A directory with no owner recorded (one being made, or made by
   an older version) is left alone, as is one whose owner runs. Returns how many it removed.
+* :func:`release_scratch` drops the owner record (a run that keeps its sandboxes for the user calls
+  it at its end, so no later run sweeps them; a run killed before its end is swept).
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def scratch_dir(prefix: str, parent: Path | None = None) -> Path:
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     (root / OWNER_FILE).write_text(f"{os.getpid()} {_boot_id()}\n")
     return root
+
+
+def release_scratch(root: Path) -> None:
+    """Leave ``root`` to the user: no sweep will remove it."""
+    (root / OWNER_FILE).unlink(missing_ok=True)
 
 
 def sweep_abandoned(parent: Path | None = None) -> int:
