@@ -30,7 +30,8 @@ Per server and level:
 * ``server_added_ms`` — inside the server, per request: from the app's call (headers parsed) to the
   answer sent, less the engine's time; client, kernel and network excluded — the proxy's own
   addition is ``proxy`` − ``direct`` here too, without the load process's noise;
-* ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it;
+* ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it
+  (wall); ``capture_cpu_ms`` the same in thread CPU time (the work alone, without descheduling);
 * ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
 * ``rss_per_live_rollout_kb`` — (the server's RSS peak under load − its RSS once serving, before any
   rollout was opened) / N; at the peak every rollout is open with about one call in flight;
@@ -133,17 +134,18 @@ class DirectEngine:
 
 
 class Timed:
-    """Wraps a method of one object, keeping each call's seconds (the capture's cost)."""
+    """Wraps a method of one object, keeping each call's (wall, thread CPU) seconds (the capture's
+    cost): the wall time includes the process being descheduled, the CPU time is the work alone."""
 
-    def __init__(self, target: Any, name: str, into: list[float]) -> None:
+    def __init__(self, target: Any, name: str, into: list[tuple[float, float]]) -> None:
         inner = getattr(target, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return inner(*args, **kwargs)
             finally:
-                into.append(time.perf_counter() - t0)
+                into.append((time.perf_counter() - t0, time.thread_time() - c0))
 
         setattr(target, name, timed)
 
@@ -183,7 +185,7 @@ def serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
 
 async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
     tasks = rig_tasks()
-    capture_s: list[float] = []
+    capture_s: list[tuple[float, float]] = []
     proxy: ProxyServer | None = None
     with tempfile.TemporaryDirectory(prefix="coworkenv-proxy-load-") as tmp:
         if mode == "direct":
@@ -234,7 +236,8 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             stop.set()
             sampler.join()
     # the two timed steps of one call are adjacent entries: sum them pairwise
-    per_call = [a + b for a, b in zip(capture_s[::2], capture_s[1::2], strict=False)]
+    per_call = [a[0] + b[0] for a, b in zip(capture_s[::2], capture_s[1::2], strict=False)]
+    per_call_cpu = [a[1] + b[1] for a, b in zip(capture_s[::2], capture_s[1::2], strict=False)]
     conn.send(
         {
             "server_cpu_s": round(cpu_s, 3),
@@ -247,6 +250,7 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             "rss_per_open_rollout_kb": round((rss_opened - rss_serving) / n, 1),
             "server_added_ms": percentiles([1e3 * (t - ttft_s) for t in clock.took]),
             "capture_ms": percentiles([1e3 * s for s in per_call]) if mode == "proxy" else None,
+            "capture_cpu_ms": percentiles([1e3 * s for s in per_call_cpu]) if mode == "proxy" else None,
         }
     )
 
