@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from coworkenv.jsonl import jsonl_lines
 from coworkenv.proxy.capture import CapturedCall, CaptureStore, read_calls, record_line
 from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
 
@@ -38,7 +39,7 @@ def test_the_line_is_the_models_json() -> None:
         line = record_line(call)
         assert line.endswith(b"}\n")
         assert line.count(b"\n") == 1
-        assert json.loads(line) == json.loads(call.model_dump_json())
+        assert json.loads(line) == json.loads(call.model_dump_json(exclude={"prompt_base"}))
         assert CapturedCall.model_validate_json(line) == call
 
 
@@ -55,8 +56,6 @@ def test_the_store_writes_lines_read_calls_reads_back(tmp_path: Path) -> None:
 def test_text_with_unicode_line_separators_stays_one_record(tmp_path: Path) -> None:
     """U+2028, U+2029 and U+0085 are written raw inside JSON strings; a reader that split lines with
     ``str.splitlines`` cut such a record in two and dropped it as unreadable."""
-    from coworkenv.jsonl import jsonl_lines
-
     text = "a\u2028b\u2029c\x85d"
     call = _call(0, 10).model_copy(update={"text": text})
     store = CaptureStore(tmp_path)
@@ -65,3 +64,76 @@ def test_text_with_unicode_line_separators_stays_one_record(tmp_path: Path) -> N
     assert problems == []
     assert read[0].text == text
     assert [line for line in jsonl_lines(store.path("r-1")) if line] == [record_line(call).decode()[:-1]]
+
+
+def _turns(n_calls: int, system: int = 3_000) -> list[CapturedCall]:
+    """An agent loop's calls: each prompt is the previous prompt, its output, then new tokens."""
+    calls: list[CapturedCall] = []
+    prompt: tuple[int, ...] = tuple(range(system))
+    for seq in range(n_calls):
+        output = tuple(100_000 + 50 * seq + i for i in range(50))
+        calls.append(
+            _call(seq, 0).model_copy(
+                update={"prompt_ids": prompt, "output_ids": output, "logprobs": (-0.5,) * 50}
+            )
+        )
+        prompt = prompt + output + tuple(200_000 + 30 * seq + i for i in range(30))  # the tool result
+    return calls
+
+
+def test_an_agent_loops_prompts_are_stored_as_deltas_and_read_back_whole(tmp_path: Path) -> None:
+    store = CaptureStore(tmp_path)
+    calls = _turns(12)
+    for call in calls:
+        store.append(call)
+    lines = [json.loads(x) for x in jsonl_lines(store.path("r-1")) if x]
+    assert "prompt_base" not in lines[0]
+    assert [x["prompt_base"] for x in lines[1:]] == [
+        [c.seq - 1, len(calls[c.seq - 1].prompt_ids) + 50] for c in calls[1:]
+    ]
+    assert all(len(x["prompt_ids"]) == 30 for x in lines[1:])  # only the new tokens
+    read, problems = read_calls(store.path("r-1"))
+    assert problems == []
+    assert read == calls
+    whole = sum(len(record_line(c)) for c in calls)
+    assert store.path("r-1").stat().st_size < whole / 4
+
+
+def test_a_prompt_that_does_not_extend_the_previous_one_is_stored_whole(tmp_path: Path) -> None:
+    store = CaptureStore(tmp_path)
+    first, second = _turns(2)
+    rewritten = second.model_copy(update={"prompt_ids": (7, *second.prompt_ids[1:])})  # history edited
+    p = rewritten.prompt_ids  # one token changed where no position is sampled: only the hash sees it
+    edited = (*p[:1], 99, *p[2:], *rewritten.output_ids)
+    same_length = second.model_copy(update={"seq": 2, "prompt_ids": edited})
+    for call in (first, rewritten, same_length):
+        store.append(call)
+    lines = [json.loads(x) for x in jsonl_lines(store.path("r-1")) if x]
+    assert ["prompt_base" in x for x in lines] == [False, False, False]
+    read, _ = read_calls(store.path("r-1"))
+    assert read == [first, rewritten, same_length]
+
+
+def test_a_delta_whose_base_is_unreadable_is_reported_not_guessed(tmp_path: Path) -> None:
+    store = CaptureStore(tmp_path)
+    calls = _turns(3)
+    for call in calls:
+        store.append(call)
+    path = store.path("r-1")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[1] = lines[1][: len(lines[1]) // 2]  # call 1 torn: call 2 extends it
+    path.write_text("\n".join(lines), encoding="utf-8")
+    read, problems = read_calls(path)
+    assert [c.seq for c in read] == [0]
+    assert len(problems) == 2
+    assert "extends call 1" in problems[1]
+
+
+def test_a_closed_rollouts_next_call_is_stored_whole(tmp_path: Path) -> None:
+    store = CaptureStore(tmp_path)
+    first, second = _turns(2)
+    store.append(first)
+    store.sync("r-1")
+    store.append(second)
+    lines = [json.loads(x) for x in jsonl_lines(store.path("r-1")) if x]
+    assert "prompt_base" not in lines[1]
