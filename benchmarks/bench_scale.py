@@ -26,7 +26,8 @@ Per level (``--rollouts 100,1000,10000``; all of a level's rollouts start at onc
   peak number of rollouts open in the proxy at once; ``proxy_kept_rollouts`` how many rollout
   entries the proxy still held at the end (open + closed);
 * ``open_fds_peak`` — file descriptors of the process at its peak (sockets both ways, capture files);
-* ``capture_kb_per_rollout`` — the capture files' size on disk per rollout;
+* ``capture_kb_per_rollout`` — the capture files' size on disk per rollout; ``..._whole`` what the
+  same calls take with every prompt stored whole (schema version 1);
 * ``exactly_once`` — the records file holds exactly one record per planned rollout (none lost, none
   twice); ``resumed_skipped`` the rollouts a resumed run found already recorded.
 
@@ -71,7 +72,7 @@ from typing import Any
 from _machine import cpu_model  # benchmarks/_machine.py
 
 from coworkenv.proxy.backends.simulated import per_task
-from coworkenv.proxy.capture import CaptureStore, read_calls
+from coworkenv.proxy.capture import CaptureStore, read_calls, record_line
 from coworkenv.proxy.server import ProxyServer
 from coworkenv.rollout.harnesses.dialect_agent import DIALECTS
 from coworkenv.rollout.loop import wants_workspace_tools
@@ -323,11 +324,12 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
     added: list[float] = []
     inside: list[float] = []
     tool_ms: list[float] = []
-    unreadable = capture_bytes = 0
+    unreadable = capture_bytes = whole_bytes = 0
     for rec in records:
         calls_file = out / "calls" / f"{rec.rollout_id}.calls.jsonl"
         capture_bytes += calls_file.stat().st_size if calls_file.exists() else 0
         calls, problems = read_calls(calls_file)
+        whole_bytes += sum(len(record_line(c)) for c in calls)
         unreadable += len(problems)
         seen = rec.meta.get("model_call_s") or []
         tool_ms += [1e3 * s for s in rec.meta.get("tool_call_s") or []]
@@ -364,6 +366,7 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
         "machine_cpu_ms_per_call": round(1e3 * busy_s / max(1, n_calls), 3),
         "capture_unreadable": unreadable,
         "capture_kb_per_rollout": round(capture_bytes / 1024 / max(1, len(records)), 1),
+        "capture_kb_per_rollout_whole": round(whole_bytes / 1024 / max(1, len(records)), 1),
         "resumed_skipped": summary.skipped,
         "records_on_file": len(on_file),
         "records_unreadable": len(unreadable_records),
