@@ -39,7 +39,7 @@ def test_the_line_is_the_models_json() -> None:
         line = record_line(call)
         assert line.endswith(b"}\n")
         assert line.count(b"\n") == 1
-        assert json.loads(line) == json.loads(call.model_dump_json(exclude={"prompt_base"}))
+        assert json.loads(line) == json.loads(call.model_dump_json(exclude={"prompt_base", "request_base"}))
         assert CapturedCall.model_validate_json(line) == call
 
 
@@ -70,14 +70,17 @@ def _turns(n_calls: int, system: int = 3_000) -> list[CapturedCall]:
     """An agent loop's calls: each prompt is the previous prompt, its output, then new tokens."""
     calls: list[CapturedCall] = []
     prompt: tuple[int, ...] = tuple(range(system))
+    request = _call(0, 0).request
     for seq in range(n_calls):
         output = tuple(100_000 + 50 * seq + i for i in range(50))
-        calls.append(
-            _call(seq, 0).model_copy(
-                update={"prompt_ids": prompt, "output_ids": output, "logprobs": (-0.5,) * 50}
-            )
-        )
+        update = {"prompt_ids": prompt, "output_ids": output, "logprobs": (-0.5,) * 50, "request": request}
+        calls.append(_call(seq, 0).model_copy(update=update))
         prompt = prompt + output + tuple(200_000 + 30 * seq + i for i in range(30))  # the tool result
+        turn = (
+            Message(role="assistant", content=f"calling {seq}"),
+            Message(role="tool", content=f"result \u2028 {seq}", tool_call_id=f"c{seq}"),
+        )
+        request = request.model_copy(update={"messages": request.messages + turn})
     return calls
 
 
@@ -92,6 +95,9 @@ def test_an_agent_loops_prompts_are_stored_as_deltas_and_read_back_whole(tmp_pat
         [c.seq - 1, len(calls[c.seq - 1].prompt_ids) + 50] for c in calls[1:]
     ]
     assert all(len(x["prompt_ids"]) == 30 for x in lines[1:])  # only the new tokens
+    assert [x["request_base"] for x in lines[1:]] == [[c.seq - 1, 2 * c.seq - 1, True] for c in calls[1:]]
+    assert all(len(x["request"]["messages"]) == 2 for x in lines[1:])  # only the new messages
+    assert all("tools" not in x["request"] for x in lines[1:])
     read, problems = read_calls(store.path("r-1"))
     assert problems == []
     assert read == calls
@@ -137,3 +143,23 @@ def test_a_closed_rollouts_next_call_is_stored_whole(tmp_path: Path) -> None:
     store.append(second)
     lines = [json.loads(x) for x in jsonl_lines(store.path("r-1")) if x]
     assert "prompt_base" not in lines[1]
+
+
+def test_edited_history_and_changed_tools_are_stored(tmp_path: Path) -> None:
+    store = CaptureStore(tmp_path)
+    first, second, third = _turns(3)
+    messages = third.request.messages
+    compacted = (messages[0], Message(role="user", content="summary of the above"), *messages[3:])
+    tools = (ToolSpec(name="other", description="another tool", parameters={"type": "object"}),)
+    edited = third.model_copy(
+        update={"request": third.request.model_copy(update={"messages": compacted, "tools": tools})}
+    )
+    for call in (first, second, edited):
+        store.append(call)
+    last = json.loads([x for x in jsonl_lines(store.path("r-1")) if x][-1])
+    assert last["request_base"] == [1, 1, False]  # only the system message is shared
+    assert len(last["request"]["messages"]) == len(compacted) - 1
+    assert last["request"]["tools"][0]["name"] == "other"
+    read, problems = read_calls(store.path("r-1"))
+    assert problems == []
+    assert read == [first, second, edited]

@@ -71,6 +71,11 @@ class CapturedCall(BaseModel):
         description="On disk only: prompt_ids holds the tokens after the first `length` of call `seq`'s "
         "prompt + output (read_calls restores the whole prompt and clears this).",
     )
+    request_base: tuple[int, int, bool] | None = Field(
+        default=None,
+        description="On disk only: request.messages holds the messages after the first `count` of call "
+        "`seq`'s, and with `same_tools` its tools are that call's (read_calls restores and clears this).",
+    )
 
 
 PROBES = 16
@@ -78,19 +83,17 @@ PROBES = 16
 
 @dataclass(slots=True, frozen=True)
 class _Tail:
-    """What the store keeps of a rollout's last call with tokens, to store the next prompt as a delta."""
+    """What the store keeps of a rollout's last call, to store the next one as a delta on it: the
+    prompt's length, hash and sampled positions, the output ids, a hash per message's JSON and of
+    the tools' (a few hundred bytes, not the conversation)."""
 
     seq: int
     prompt_len: int
     prompt_hash: int
     probes: tuple[tuple[int, int], ...]
     output_ids: tuple[int, ...]
-
-    @classmethod
-    def of(cls, call: CapturedCall) -> _Tail:
-        p = call.prompt_ids
-        probes = tuple((i, p[i]) for i in range(len(p) - 1, -1, -max(1, len(p) // PROBES))[:PROBES])
-        return cls(call.seq, len(p), hash(p), probes, call.output_ids)
+    message_hashes: tuple[int, ...]
+    tools_hash: int
 
     def shared(self, prompt: tuple[int, ...]) -> int:
         """How many leading tokens of ``prompt`` are this call's prompt + output (0 unless ``prompt``
@@ -104,6 +107,10 @@ class _Tail:
         while k < limit and prompt[lp + k] == out[k]:
             k += 1
         return lp + k
+
+
+def _probes(p: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    return tuple((i, p[i]) for i in range(len(p) - 1, -1, -max(1, len(p) // PROBES))[:PROBES])
 
 
 class CaptureStore:
@@ -121,16 +128,14 @@ class CaptureStore:
 
     def append(self, call: CapturedCall) -> None:
         with self._lock:
-            tail = self._tails.get(call.rollout_id)
-            shared = tail.shared(call.prompt_ids) if tail is not None else 0
-            line = record_line(call, (tail.seq, shared) if tail is not None and shared else None)
+            line, tail = encode(call, self._tails.get(call.rollout_id))
             with self.path(call.rollout_id).open("ab") as fh:
                 fh.write(line)
                 fh.flush()
                 if self.fsync:
                     os.fsync(fh.fileno())
-            if call.prompt_ids:
-                self._tails[call.rollout_id] = _Tail.of(call)
+            if tail is not None:
+                self._tails[call.rollout_id] = tail
 
     def sync(self, rollout_id: str) -> None:
         """Force one rollout's records to disk (the rollout is settling or closing: a later call of
@@ -149,21 +154,57 @@ class CaptureStore:
         return read_calls(self.path(rollout_id))
 
 
-_STORED_APART = frozenset({"prompt_ids", "output_ids", "logprobs", "prompt_base"})
+_STORED_APART = frozenset({"request", "prompt_ids", "output_ids", "logprobs", "prompt_base", "request_base"})
 
 
-def record_line(call: CapturedCall, base: tuple[int, int] | None = None) -> bytes:
-    """One call as a JSON line: pydantic's encoder for the fields, orjson's for the token arrays
-    (~4x faster on tens of thousands of ids: a 40,000-id prompt took 0.95 ms to encode, most of the
-    capture's time per call), the token arrays last. Without ``base``, the same JSON as
-    ``model_dump_json`` (less the null ``prompt_base``); with ``(seq, length)``, the prompt after
-    that call's first ``length`` prompt + output tokens, and ``prompt_base``."""
-    head = call.model_dump_json(exclude=set(_STORED_APART)).encode()
-    prompt = call.prompt_ids if base is None else call.prompt_ids[base[1] :]
-    return b"".join(
+def record_line(call: CapturedCall) -> bytes:
+    """One call as a JSON line on its own (no delta): the same JSON as ``model_dump_json``, less the
+    null storage fields, in another field order."""
+    return encode(call, None)[0]
+
+
+def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]:
+    """``call`` as a JSON line — as a delta on ``tail``'s call where it extends it — and the rollout's
+    tail after it (None: keep the previous one, ``call`` had no prompt).
+
+    pydantic encodes the fields and each message, orjson the token arrays (~4x faster on tens of
+    thousands of ids: a 40,000-id prompt took 0.95 ms with pydantic's encoder, most of the capture's
+    time per call); the token arrays go last."""
+    request = call.request
+    messages = [m.model_dump_json().encode() for m in request.messages]
+    tools = b"[" + b",".join(t.model_dump_json().encode() for t in request.tools) + b"]"
+    hashes = tuple(hash(m) for m in messages)
+    tools_hash = hash(tools)
+    prompt, prompt_base, kept, request_base = call.prompt_ids, b"", 0, b""
+    if tail is not None:
+        shared = tail.shared(call.prompt_ids)
+        if shared:
+            prompt, prompt_base = prompt[shared:], b',"prompt_base":' + orjson.dumps((tail.seq, shared))
+        while kept < min(len(hashes), len(tail.message_hashes)) and hashes[kept] == tail.message_hashes[kept]:
+            kept += 1
+        same_tools = tools_hash == tail.tools_hash
+        if kept or same_tools:
+            request_base = b',"request_base":' + orjson.dumps((tail.seq, kept, same_tools))
+            tools = b"" if same_tools else tools
+    head = request.model_dump_json(exclude={"messages", "tools"}).encode()
+    request_json = b"".join(
         (
             head[:-1],
-            b"" if base is None else b',"prompt_base":' + orjson.dumps(base),
+            b"," if head != b"{}" else b"",
+            b'"messages":[',
+            b",".join(messages[kept:]),
+            b"]",
+            b',"tools":' + tools if tools else b"",
+            b"}",
+        )
+    )
+    line = b"".join(
+        (
+            call.model_dump_json(exclude=set(_STORED_APART)).encode()[:-1],
+            b',"request":',
+            request_json,
+            prompt_base,
+            request_base,
             b',"prompt_ids":',
             orjson.dumps(prompt),
             b',"output_ids":',
@@ -173,6 +214,10 @@ def record_line(call: CapturedCall, base: tuple[int, int] | None = None) -> byte
             b"}\n",
         )
     )
+    if not call.prompt_ids and not call.request.messages:
+        return line, None
+    p = call.prompt_ids
+    return line, _Tail(call.seq, len(p), hash(p), _probes(p), call.output_ids, hashes, tools_hash)
 
 
 def read_calls(path: Path) -> tuple[list[CapturedCall], list[str]]:
@@ -190,27 +235,43 @@ def read_calls(path: Path) -> tuple[list[CapturedCall], list[str]]:
         except ValidationError as exc:
             problems.append(f"{path}:{n}: unreadable capture record ({type(exc).__name__})")
             continue
-        if call.prompt_base is not None:
-            full = _restored(call, by_seq.get(call.prompt_base[0]))
-            if full is None:
-                seq, length = call.prompt_base
+        if call.prompt_base is not None or call.request_base is not None:
+            whole = _restored(call, by_seq)
+            if whole is None:
                 problems.append(
-                    f"{path}:{n}: capture record's prompt extends call {seq} (its first {length} "
-                    "tokens), which no readable record before it holds"
+                    f"{path}:{n}: capture record extends call {_base_seq(call)}, which no readable "
+                    "record before it holds (or holds too little)"
                 )
                 continue
-            call = call.model_copy(update={"prompt_ids": full, "prompt_base": None})
+            call = whole
         by_seq[call.seq] = call
         calls.append(call)
     return calls, problems
 
 
-def _restored(call: CapturedCall, ref: CapturedCall | None) -> tuple[int, ...] | None:
-    """``call``'s whole prompt from its base ``ref`` (None when ``ref`` cannot hold that base)."""
-    assert call.prompt_base is not None
-    length = call.prompt_base[1]
-    if ref is None or length > len(ref.prompt_ids) + len(ref.output_ids):
-        return None
-    lp = len(ref.prompt_ids)
-    head = ref.prompt_ids[:length] if length <= lp else ref.prompt_ids + ref.output_ids[: length - lp]
-    return head + call.prompt_ids
+def _base_seq(call: CapturedCall) -> int:
+    base = call.prompt_base or call.request_base
+    assert base is not None
+    return base[0]
+
+
+def _restored(call: CapturedCall, by_seq: dict[int, CapturedCall]) -> CapturedCall | None:
+    """``call`` whole, from the calls it extends (None when one cannot hold what it refers to)."""
+    update: dict[str, Any] = {"prompt_base": None, "request_base": None}
+    if call.prompt_base is not None:
+        seq, length = call.prompt_base
+        ref = by_seq.get(seq)
+        if ref is None or length > len(ref.prompt_ids) + len(ref.output_ids):
+            return None
+        lp = len(ref.prompt_ids)
+        head = ref.prompt_ids[:length] if length <= lp else ref.prompt_ids + ref.output_ids[: length - lp]
+        update["prompt_ids"] = head + call.prompt_ids
+    if call.request_base is not None:
+        seq, count, same_tools = call.request_base
+        ref = by_seq.get(seq)
+        if ref is None or count > len(ref.request.messages):
+            return None
+        messages = ref.request.messages[:count] + call.request.messages
+        tools = ref.request.tools if same_tools else call.request.tools
+        update["request"] = call.request.model_copy(update={"messages": messages, "tools": tools})
+    return call.model_copy(update=update)
