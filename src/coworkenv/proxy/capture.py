@@ -8,14 +8,15 @@ cut, at ~4 ms per call on a typical disk; :meth:`CaptureStore.sync` fsyncs one r
 the proxy does when a rollout settles or closes); :func:`read_calls` skips a torn last line and reports it.
 ``seq`` numbers calls of one rollout in arrival order, starting at 0.
 
-On disk a prompt that extends the rollout's previous call (its prompt, then some of its output, as
-every turn of an agent loop does) is stored as that call's ``prompt_base: [seq, length]`` and only
-the tokens after it: a rollout's file grows with its tokens, not with their square (50 calls of a
-22,000-token harness prompt were ~1.1M ids, ~6 MB, per rollout). The store checks the extension by
-the previous prompt's length, hash and sampled positions; anything else is stored whole.
-:func:`read_calls` restores every prompt in full (``prompt_base`` is ``None`` in memory) and reports,
-never guesses, a record whose base it could not read. Schema version 2; version 1 files (whole
-prompts) read unchanged.
+On disk a call that extends the rollout's previous call (its prompt, then some of its output, as
+every turn of an agent loop does) is stored as a delta on it: ``prompt_base: [seq, length]`` and
+only the tokens after it, ``request_base: [seq, count, same_tools]`` and only the messages after the
+shared ones (the tools only when they changed). A rollout's file grows with its tokens, not with
+their square (50 calls of a 22,000-token harness prompt were ~1.1M ids, ~6 MB, per rollout). The
+store checks the extension by the previous prompt's length, hash and sampled positions and by a
+hash per message; anything else is stored whole. :func:`read_calls` restores every call in full
+(both bases ``None`` in memory) and reports, never guesses, a record whose base it could not read.
+Schema version 2; version 1 files (every call whole) read unchanged.
 """
 
 from __future__ import annotations
