@@ -76,8 +76,9 @@ async def _calls(spec: TaskSpec, root: Path, n: int, jailed: bool) -> float:
     host = Host()
     host.add_task(spec)
     trial = host.open_trial(spec.id, f"calls-{jailed}")
-    # the server in its own thread and loop (uvloop when installed), as ``coworkenv serve`` runs it:
-    # in the runner's stdlib asyncio loop sequential calls cost ~45 ms each, masking the jail
+    # the server in its own thread and loop (uvloop when installed), as ``coworkenv serve`` runs it
+    # (the ~45 ms per sequential call once seen in the runner's loop was Nagle's algorithm on our
+    # listening socket, since fixed: coworkenv/serve/listen.py)
     with background_server(create_app(host, mcp=False)) as base:
         box = Sandbox.create(root, f"calls-{jailed}", spec)
         jail = box.jail(Isolation("bwrap")) if jailed else None
