@@ -67,8 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _machine import cpu_model  # benchmarks/_machine.py
-from bench_scale import commit, percentiles, raise_fd_limit, rig_tasks, rss_kb
+from bench_scale import commit, machine, percentiles, raise_fd_limit, rig_tasks, rss_kb
 
 from coworkenv.proxy.backends.scripted import ScriptedBackend
 from coworkenv.proxy.backends.simulated import SimulatedBackend
@@ -82,6 +81,7 @@ from coworkenv.rollout.harnesses.dialect_agent import chat_payload, json_object
 from coworkenv.rollout.loop import ScriptedUser, parse_assistant, post_json, rollout_client, system_prompt
 from coworkenv.rollout.runner import MANY_ROLLOUTS, UnassignedBackend, fewer_collections, serve_app
 from coworkenv.serve import to_json
+from coworkenv.serve.listen import serve_lifespan
 from coworkenv.services.trial import Trial, load_task
 from coworkenv.spec import TaskSpec
 
@@ -109,11 +109,8 @@ class DirectEngine:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                kind = (await receive())["type"]
-                await send({"type": kind + ".complete"})
-                if kind == "lifespan.shutdown":
-                    return
+            await serve_lifespan(receive, send)
+            return
         body, more = b"", True
         while more:
             message = await receive()
@@ -315,11 +312,8 @@ async def _keepalive(sock: Any, repeats: int) -> list[float]:
 
     async def ok(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                kind = (await receive())["type"]
-                await send({"type": kind + ".complete"})
-                if kind == "lifespan.shutdown":
-                    return
+            await serve_lifespan(receive, send)
+            return
         more = True
         while more:
             more = (await receive()).get("more_body", False)
@@ -428,12 +422,7 @@ def main() -> None:
             "fd_limit": fd_limit,
             "what": "the server alone in a fresh process; a load process drives Chat Completions rollouts",
         },
-        "machine": {
-            "cpu": cpu_model(),
-            "cpus": os.cpu_count(),
-            "load_average_start": load_start,
-            "load_average_end": os.getloadavg(),
-        },
+        "machine": machine(load_start),
         "levels": rows,
     }
     if args.keepalive:

@@ -484,6 +484,16 @@ def sandbox_fs(repeats: int) -> dict[str, Any]:
     return out
 
 
+def machine(load_start: tuple[float, float, float]) -> dict[str, Any]:
+    """The results file's machine block: CPU, cores, load average at the start and now."""
+    return {
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+    }
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -588,12 +598,7 @@ def main() -> None:
             ),
             "resume": args.resume,
         },
-        "machine": {
-            "cpu": cpu_model(),
-            "cpus": os.cpu_count(),
-            "load_average_start": load_start,
-            "load_average_end": os.getloadavg(),
-        },
+        "machine": machine(load_start),
         "levels": results,
     }
     if args.sandbox_fs:

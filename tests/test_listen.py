@@ -11,7 +11,7 @@ from typing import Any
 
 from coworkenv.rollout.loop import rollout_client
 from coworkenv.rollout.runner import serve_app
-from coworkenv.serve.listen import listen_socket
+from coworkenv.serve.listen import listen_socket, serve_lifespan
 
 
 def test_accepted_connections_get_tcp_nodelay() -> None:
@@ -40,11 +40,8 @@ def test_accepted_connections_get_tcp_nodelay() -> None:
 
 async def _ok(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            kind = (await receive())["type"]
-            await send({"type": kind + ".complete"})
-            if kind == "lifespan.shutdown":
-                return
+        await serve_lifespan(receive, send)
+        return
     more = True
     while more:
         more = (await receive()).get("more_body", False)

@@ -60,6 +60,7 @@ from coworkenv.proxy.dialects.openai_chat import OpenAIChat
 from coworkenv.proxy.dialects.openai_responses import OpenAIResponses
 from coworkenv.proxy.messages import AssistantTurn, ChatRequest
 from coworkenv.proxy.sse import JSON_HEADERS, KEEPALIVE, SSE_HEADERS, dumps
+from coworkenv.serve.listen import serve_lifespan
 
 log = logging.getLogger(__name__)
 
@@ -287,13 +288,7 @@ class ProxyServer:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await serve_lifespan(receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]

@@ -1,4 +1,5 @@
-"""The listening socket every server of ours binds (proxy, services, sandboxes).
+"""The listening socket every server of ours binds (proxy, services, sandboxes), and the ASGI
+lifespan answer of a server with nothing to start.
 
 Contract of :func:`listen_socket`: a bound, not yet listening, IPv4 TCP socket on ``host:port``
 (``port=0``: a free one), with ``SO_REUSEADDR``, created with protocol ``IPPROTO_TCP`` and
@@ -13,6 +14,8 @@ delayed-ACK timer (40 ms on Linux): every request after the first on a kept-aliv
 from __future__ import annotations
 
 import socket
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 
 def listen_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -26,3 +29,17 @@ def listen_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+async def serve_lifespan(
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+) -> None:
+    """Answer an ASGI ``lifespan`` scope: each startup and shutdown acknowledged, returning after
+    shutdown (for an app with nothing to start or stop)."""
+    while True:
+        kind = (await receive())["type"]
+        if kind in ("lifespan.startup", "lifespan.shutdown"):
+            await send({"type": kind + ".complete"})
+        if kind == "lifespan.shutdown":
+            return
