@@ -30,6 +30,8 @@ Per server and level:
 * ``server_added_ms`` — inside the server, per request: from the app's call (headers parsed) to the
   answer sent, less the engine's time; client, kernel and network excluded — the proxy's own
   addition is ``proxy`` − ``direct`` here too, without the load process's noise;
+* ``server_gc`` — the server's cyclic-collector passes under load per generation: count, total
+  and longest pause (a long pause stalls every call in flight);
 * ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it
   (wall); ``capture_cpu_ms`` the same in thread CPU time (the work alone, without descheduling);
 * ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
@@ -166,6 +168,30 @@ class ServerClock:
             self.took.append(time.perf_counter() - t0)
 
 
+class GcPauses:
+    """Times the cyclic collector's passes in this process (``gc.callbacks``), per generation."""
+
+    def __init__(self) -> None:
+        self.passes: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.passes[info["generation"]].append(time.perf_counter() - self._t0)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            f"gen{g}": {
+                "count": len(xs),
+                "total_ms": round(1e3 * sum(xs), 1),
+                "max_ms": round(1e3 * max(xs, default=0), 2),
+            }
+            for g, xs in self.passes.items()
+        }
+
+
 def engines(tasks: list[TaskSpec], n: int, ttft_s: float) -> list[SimulatedBackend]:
     """One engine per rollout over its task's reference solution, as the runner gives each rollout."""
     return [
@@ -226,9 +252,12 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             capture_s.clear()
             clock.took.clear()
             many.__enter__()  # as the runner does with this many rollouts live
+            pauses = GcPauses()
+            gc.callbacks.append(pauses)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             calls = await loop.run_in_executor(None, conn.recv)  # stop, with the calls made
             cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+            gc.callbacks.remove(pauses)
             many.__exit__(None, None, None)
             stop.set()
             sampler.join()
@@ -246,6 +275,7 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             "rss_per_live_rollout_kb": round((peak[0] - rss_serving) / n, 1),
             "rss_per_open_rollout_kb": round((rss_opened - rss_serving) / n, 1),
             "server_added_ms": percentiles([1e3 * (t - ttft_s) for t in clock.took]),
+            "server_gc": pauses.summary(),
             "capture_ms": percentiles([1e3 * s for s in per_call]) if mode == "proxy" else None,
             "capture_cpu_ms": percentiles([1e3 * s for s in per_call_cpu]) if mode == "proxy" else None,
         }
