@@ -166,7 +166,7 @@ def record_line(call: CapturedCall) -> bytes:
 
 def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]:
     """``call`` as a JSON line — as a delta on ``tail``'s call where it extends it — and the rollout's
-    tail after it (None: keep the previous one, ``call`` had no prompt).
+    tail after it (None: keep the previous one, ``call`` had neither prompt nor messages).
 
     pydantic encodes the fields and each message, orjson the token arrays (~4x faster on tens of
     thousands of ids: a 40,000-id prompt took 0.95 ms with pydantic's encoder, most of the capture's
