@@ -8,8 +8,8 @@ scan (measured: 6,493 left by a killed 10,000-rollout run made each scan take 70
 
 Contract:
 
-* :func:`scratch_dir` makes ``<tmp>/<prefix>XXXX`` and records its owner (pid and boot id) in
-  ``.owner``, after first calling :func:`sweep_abandoned`;
+* :func:`scratch_dir` makes ``<tmp>/<prefix><random suffix>`` (``mkdtemp``) and records its owner
+  (pid and boot id) in ``.owner``, after first calling :func:`sweep_abandoned`;
 * :func:`sweep_abandoned` removes every scratch directory whose owner is gone (its pid no longer
   runs, or the machine has rebooted since): each sandbox's filesystem unmounted (lazily) and its
   image deleted, then the directory. A directory with no owner recorded (one being made, or made by
