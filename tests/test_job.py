@@ -95,8 +95,18 @@ def _check_base(out: Path, summary: dict[str, Any], stdout: str, eval_ids: list[
     base = [json.loads(x) for x in (out / "base" / "rollouts.jsonl").read_text().splitlines()]
     assert {r["task_id"] for r in base} == set(eval_ids)
     assert {r["policy_version"] for r in base if r["status"] == "ok"} == {"base"}
-    assert summary["eval"]["base"]["overall"]["trials"] == 2
+    assert summary["eval"]["base"]["overall"]["trials"] == 1
     assert "held-out completion base " in stdout
+    # base → SFT → after, each delta with its paired interval, in the terminal and the report
+    stages = summary["eval"]["stages"]
+    assert [r["stage"] for r in stages["stages"]] == ["base", "sft", "after"]
+    assert [(d["from"], d["to"]) for d in stages["deltas"]] == [
+        ("base", "sft"),
+        ("base", "after"),
+        ("sft", "after"),
+    ]
+    assert "after − base:" in stdout
+    assert "What training bought" in (out / "report.html").read_text()
     assert "loop@base" in (out / "report.html").read_text()
 
 
@@ -110,6 +120,28 @@ def _check_sft_prompt(out: Path, sft: list[dict[str, Any]]) -> None:
     assert {r["messages"][0]["content"] for r in sft} <= served
 
 
+def _check_after(out: Path, summary: dict[str, Any], eval_ids: list[str]) -> None:
+    """Held-out tasks only, before and after: 1 task × 1 greedy trial (student.eval_trials), the
+    after-trials served by the pushed weights."""
+    assert summary["eval"]["before"]["overall"]["trials"] == 1
+    assert summary["eval"]["after"]["overall"]["trials"] == 1
+    after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
+    assert after
+    assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
+    assert {r["task_id"] for r in after} == set(eval_ids)
+    assert "loop@rl-1" in (out / "report.html").read_text()
+
+
+def _check_sampling(summary: dict[str, Any]) -> dict[str, Any]:
+    """train.draw_tasks = 1: the first task drawn already has a spread (its scripted trial), so the
+    second is never sampled by the model: 2 scripted trials + 1 model trial."""
+    assert summary["student"]["rollouts"] == 3
+    sampling: dict[str, Any] = summary["student"]["dynamic_sampling"]
+    assert (sampling["draws"], sampling["groups_drawn"], sampling["groups_kept"]) == (1, 1, 1)
+    assert summary["train"]["dynamic_sampling"][0]["kept"] == sampling["kept"]
+    return sampling
+
+
 def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     """examples/job-ci.toml: real SmolLM2 student, a real GRPO update, before/after evaluation."""
     out = tmp_path / "run"
@@ -119,7 +151,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert summary["synth"]["accepted"] + summary["synth"]["repaired"] == 13
     assert summary["teacher"]["rollouts"] == 10  # 13 tasks minus the student's 2 + 1 held out
     assert summary["teacher"]["mean_reward"] == pytest.approx(1.0)
-    assert summary["student"]["rollouts"] == 4
+    sampling = _check_sampling(summary)
     train_ids, eval_ids = summary["student"]["train_tasks"], summary["student"]["eval_tasks"]
     assert (len(train_ids), len(eval_ids)) == (2, 1)
     assert not set(train_ids) & set(eval_ids), "the evaluation tasks are held out from the update"
@@ -134,6 +166,7 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     # samples the SFT'd model
     assert {r["policy_version"] for r in ok if r["trial"] == 0} == {SCRIPTED_STUDENT}
     assert {r["policy_version"] for r in ok if r["trial"] == 1} == {"sft-2"}
+    assert len([r for r in ok if r["trial"] == 1]) == 1
     assert summary["trees"]["samples"] > 0
     samples = [json.loads(x) for x in (out / "trees" / "samples.jsonl").read_text().splitlines()]
     assert {smp["task_id"] for smp in samples} <= set(train_ids)
@@ -147,14 +180,8 @@ def test_ci_example_runs_every_stage_and_resumes(tmp_path: Path) -> None:
     assert step["updates"] == 1
     assert step["grad_norm"] > 0
     assert summary["train"]["pushed"] == ["rl-1"]
-    # held-out tasks only, before and after: 1 task × 2 trials, all sampled from the model
-    assert summary["eval"]["before"]["overall"]["trials"] == 2
-    assert summary["eval"]["after"]["overall"]["trials"] == 2
-    after = [json.loads(x) for x in (out / "after" / "rollouts.jsonl").read_text().splitlines()]
-    assert after
-    assert {r["policy_version"] for r in after if r["status"] == "ok"} <= {"rl-1"}
-    assert {r["task_id"] for r in after} == set(eval_ids)
-    assert "loop@rl-1" in (out / "report.html").read_text()
+    assert summary["train"]["samples"] == len([s for s in samples if s["group_key"] in sampling["kept"]])
+    _check_after(out, summary, eval_ids)
     _check_base(out, summary, res.stdout, eval_ids)
     _check_delta(summary["eval"]["comparison"]["overall"]["score"])
     assert summary["eval"]["comparison"]["eval_tasks"] == eval_ids

@@ -6,6 +6,11 @@ after the update and returns plain data — which tasks trained and which evalua
 and for each (task, harness)'s mean reward: ``before``, ``after`` and ``delta`` (``after −
 before``; None where either side has no scored trial). :func:`comparison_html` renders it as the
 report's first section; :func:`comparison_line` as one console line.
+
+:func:`stage_deltas` is the whole of training on the same held-out tasks: completion (0–100) of each
+stage (``base`` → ``sft`` → ``after`` the RL update, whichever exist) and each stage-to-stage delta
+with a paired bootstrap interval over tasks; :func:`stage_deltas_lines` and
+:func:`stage_deltas_html` render it for the terminal and the report.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from html import escape
 from typing import Any
 
 from coworkenv.errors import CoworkError
-from coworkenv.eval.metrics import EvalSummary
+from coworkenv.eval.metrics import EvalSummary, bootstrap_ci, paired_delta
 
 OVERALL = ("score", "pass_rate", "pass_at_k", "pass_hat_k")
 
@@ -102,4 +107,76 @@ def comparison_html(cmp: dict[str, Any]) -> str:
         f"<p>Trained on: {trained}</p><p>Evaluated on (never trained on): {evaluated}</p>"
         f"<table>{head}{overall}</table><h3>Mean reward per held-out task</h3>"
         f"<table>{head}{tasks}</table></section>"
+    )
+
+
+STAGE_NAMES = {"base": "base model", "sft": "after SFT", "after": "after the RL update"}
+
+
+def stage_deltas(stages: dict[str, EvalSummary | None]) -> dict[str, Any]:
+    """Completion (0–100, mean over held-out tasks, 95% bootstrap interval) per stage present in
+    ``stages`` (in the order given), and the paired delta of every later stage over every earlier
+    one (``sft − base``, ``after − sft``, ``after − base``)."""
+    present = [(n, s) for n, s in stages.items() if s is not None]
+    rows = []
+    for name, s in present:
+        xs = [100.0 * t.mean_completion for t in s.tasks if t.mean_completion is not None]
+        rows.append(
+            {
+                "stage": name,
+                "completion": sum(xs) / len(xs) if xs else None,
+                "completion_ci": bootstrap_ci(xs),
+                "tasks": len(xs),
+                "trials": sum(t.trials for t in s.tasks),
+            }
+        )
+    deltas = []
+    for i, (a, sa) in enumerate(present):
+        for b, sb in present[i + 1 :]:
+            d = paired_delta(sa.tasks, sb.tasks)
+            deltas.append({"from": a, "to": b, "delta": d.delta, "ci": d.ci, "tasks": d.tasks})
+    return {"metric": "completion (0-100)", "stages": rows, "deltas": deltas}
+
+
+def _pts(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "–"
+    return f"{x:+.1f}" if signed else f"{x:.1f}"
+
+
+def _ci(ci: Any) -> str:
+    return "" if not ci else f" [{ci[0]:.1f}, {ci[1]:.1f}]"
+
+
+def stage_deltas_lines(sd: dict[str, Any]) -> list[str]:
+    rows = sd["stages"]
+    if not rows:
+        return []
+    n = rows[0]["tasks"]
+    head = " → ".join(f"{STAGE_NAMES.get(r['stage'], r['stage'])} {_pts(r['completion'])}" for r in rows)
+    lines = [f"held-out completion (0-100, {n} task(s)): {head}"]
+    lines += [
+        f"  {d['to']} − {d['from']}: {_pts(d['delta'], signed=True)} points{_ci(d['ci'])} "
+        f"(paired 95% interval over {d['tasks']} task(s))"
+        for d in sd["deltas"]
+    ]
+    return lines
+
+
+def stage_deltas_html(sd: dict[str, Any]) -> str:
+    stages = "".join(
+        f"<tr><td>{escape(STAGE_NAMES.get(r['stage'], r['stage']))}</td><td>{_pts(r['completion'])}"
+        f"{_ci(r['completion_ci'])}</td><td>{r['tasks']}</td><td>{r['trials']}</td></tr>"
+        for r in sd["stages"]
+    )
+    deltas = "".join(
+        f"<tr><td>{escape(d['to'])} − {escape(d['from'])}</td><td>{_pts(d['delta'], signed=True)}"
+        f"{_ci(d['ci'])}</td><td>{d['tasks']}</td></tr>"
+        for d in sd["deltas"]
+    )
+    return (
+        '<section id="stages"><h2>What training bought (held-out completion, 0–100)</h2>'
+        "<table><tr><th>stage</th><th>completion [95% interval]</th><th>tasks</th><th>trials</th></tr>"
+        f"{stages}</table><table><tr><th>delta</th><th>points [paired 95% interval]</th><th>tasks</th></tr>"
+        f"{deltas}</table></section>"
     )

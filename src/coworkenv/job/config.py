@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coworkenv.errors import SpecError, SpecIssue
 
@@ -20,14 +20,37 @@ class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+JOB_TEMPLATES = ("failing_job_triage", "news_digest", "subscription_advice_mt", "customer_data_export")
+"""The main job's default suite: the 4 of the 13 procedural templates that the learning proof's SFT
+student learned best (held-out completion 65, 50, 49 and 45 after its full SFT,
+``experiments/results/2026-12-03-lora/stages/sft_eval.json``), so that the minutes of SFT a 2-core
+CPU allows show learning. ``templates = "all"`` covers all 13 (the full protocol does:
+``experiments/smollm2_sft_grpo.py``)."""
+
+
 class SynthSection(_Section):
     generator: Literal["procedural", "scripted", "llm"] = "procedural"
     """Which generator drafts the suite (``llm`` needs COWORKENV_LLM_* or [synth] endpoint)."""
     plan: Path | None = None
     """A coverage plan (YAML); without one, ``tasks`` slots are planned across every template."""
-    tasks: int = Field(default=48, ge=1)
+    tasks: int = Field(default=64, ge=1)
+    templates: tuple[str, ...] | Literal["all"] = JOB_TEMPLATES
+    """The procedural templates the planned slots cycle over (``"all"``: all 13; ignored when
+    ``plan`` is given). Unknown names are errors that list the known ones."""
     seed: int = 0
     attempts: int = Field(default=2, ge=1)
+
+    @field_validator("templates")
+    @classmethod
+    def _known(cls, v: tuple[str, ...] | Literal["all"]) -> tuple[str, ...] | Literal["all"]:
+        if v == "all":
+            return v
+        from coworkenv.synth.procedural import TEMPLATES
+
+        unknown = sorted(set(v) - set(TEMPLATES))
+        if unknown or not v:
+            raise ValueError(f"unknown templates {unknown or '(none given)'}; known: {sorted(TEMPLATES)}")
+        return v
 
 
 class TeacherSection(_Section):
@@ -43,16 +66,20 @@ class StudentSection(_Section):
     harnesses: tuple[str, ...] = ("loop",)
     tasks: int = Field(default=8, ge=1)
     """How many synthesized tasks the student trains on (held out from the teacher's SFT data)."""
-    eval_tasks: int = Field(default=4, ge=1)
+    eval_tasks: int = Field(default=12, ge=1)
     """How many further tasks evaluate the student before and after the update: held out from the
     teacher and from the update alike (the update never sees them)."""
     trials: int = Field(default=4, ge=1)
-    """k: trials per (task, harness); also the GRPO group size."""
+    """Trials per training task and harness: the GRPO group size."""
+    eval_trials: int = Field(default=1, ge=1)
+    """Trials per held-out task and harness (base, before, after), and the k of their Pass@k /
+    Pass^k. Greedy decoding (``eval_temperature = 0``) makes every trial of a task the same, so 1;
+    raise it with a sampled evaluation."""
     scripted_trials: int = Field(default=0, ge=0)
     """Of the k trials, how many play the task's reference solution in the student's own tokens
     (a scripted student) instead of sampling the model: every group then has mixed outcomes, so a
     CI run is guaranteed a real update, push and after-evaluation. 0 (default) for real runs."""
-    max_turns: int = Field(default=3, ge=1)
+    max_turns: int = Field(default=6, ge=1)
     max_new_tokens: int = Field(default=96, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature of the training rollouts (the GRPO groups need diverse trials)."""
@@ -71,12 +98,12 @@ CHECKPOINT_OVER = 4096
 
 
 class SFTSection(_Section):
-    steps: int = Field(default=4, ge=0)
+    steps: int = Field(default=20, ge=0)
     """Optimizer steps of SFT on the curated teacher conversations before the student runs
     (embedded backend only); 0 skips SFT and the student starts from the base model."""
-    batch: int = Field(default=8, ge=1)
+    batch: int = Field(default=2, ge=1)
     """Conversations per optimizer step, packed into prefix tries (a shared prompt forwarded once)."""
-    lr: float = Field(default=2e-4, gt=0)
+    lr: float = Field(default=1e-3, gt=0)
     lora: bool = True
     grad_accum: int = Field(default=1, ge=1)
     checkpointing: bool | Literal["auto"] = "auto"
@@ -89,8 +116,9 @@ class SFTSection(_Section):
     sent (the student served through the same harness then trains on the prompt it is served
     with); ``standard`` replaces it with CoworkEnv's harness-neutral one (for data meant for
     several harnesses)."""
-    max_len: int = Field(default=2048, gt=8)
-    """Tokens per SFT example (longer conversations are cut; the system prompt + tools take ~1.2k)."""
+    max_len: int = Field(default=8192, gt=8)
+    """Tokens per SFT example, SmolLM2's context: a longer conversation is cut there, losing its
+    later turns (the job says how many were cut; the default suite's run 1.4k–2.5k tokens)."""
 
     def checkpoint_settings(self) -> dict[str, int]:
         """The :class:`~coworkenv.rl.config.SFTConfig` fields ``checkpointing`` implies beyond the
@@ -104,7 +132,15 @@ class SFTSection(_Section):
 class TrainSection(_Section):
     estimator: str = "grpo"
     updates: int = Field(default=1, ge=0)
-    lr: float = Field(default=1e-5, gt=0)
+    draw_tasks: int = Field(default=4, ge=0)
+    """Dynamic sampling (as in DAPO): each update draws this many training tasks at a time (a group
+    of ``student.trials`` rollouts per task and harness) until ``groups`` groups have a reward
+    spread or the training tasks are spent, and trains on those groups only; a group whose trials
+    all scored alike carries no signal and never costs an update. 0: one draw of every training
+    task, every group trained on."""
+    groups: int = Field(default=2, ge=1)
+    """Groups with a reward spread each update wants (with ``draw_tasks`` > 0)."""
+    lr: float = Field(default=5e-4, gt=0)
     lora: bool = True
     pack_scope: Literal["rollout", "group"] = "group"
     """'group': a group's shared prompt is forwarded once per update, not once per trial."""

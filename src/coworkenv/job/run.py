@@ -100,7 +100,10 @@ def stage_synth(st: JobState) -> dict[str, Any]:
     elif c.generator == "procedural":
         from coworkenv.synth.procedural import plan_slots
 
-        plan = Plan(tuple(plan_slots(c.tasks, c.seed)), source=f"procedural:{c.tasks}:seed{c.seed}")
+        templates = None if c.templates == "all" else c.templates
+        which = "" if templates is None else ":" + ",".join(templates)
+        slots = tuple(plan_slots(c.tasks, c.seed, templates))
+        plan = Plan(slots, source=f"procedural:{c.tasks}:seed{c.seed}{which}")
     else:
         raise CoworkError(f"synth.generator = {c.generator!r} needs synth.plan (a coverage plan YAML)")
     gen = make_generator(
@@ -283,6 +286,12 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     model, tok = load_causal_lm(base or "smollm2")
     torch.manual_seed(st.cfg.seed)
     examples = build_examples(read_sft_jsonl(cfg.data), tok, max_len=cfg.max_len)
+    cut = sum(1 for e in examples if len(e.ids) >= cfg.max_len)
+    if cut:
+        st.console.print(
+            f"[yellow]warning:[/] {cut} of {len(examples)} SFT examples reach sft.max_len = {cfg.max_len} "
+            "tokens and lose their later turns; raise sft.max_len"
+        )
     trainer = SFTTrainer(cfg, model=model, tokenizer=tok)
     with _bar(st, "sft") as bar:
         bar.start(c.steps)
@@ -295,6 +304,7 @@ def stage_sft(st: JobState) -> dict[str, Any]:
     return {
         "steps": res.get("steps"),
         "examples": len(examples),
+        "cut_at_max_len": cut,
         "loss": res.get("loss"),
         "precision": res.get("precision"),
         "checkpoint": str(final),
@@ -324,8 +334,10 @@ def stage_student(st: JobState) -> dict[str, Any]:
         scripted = _scripted_student(backend)
         uncapped = [full.get(t.id, t) for t in train]
         _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
-    recs = _rollouts(st, "student", train, c.harnesses, trials=c.trials, backend=backend)
-    before = _rollouts(st, "before", evals, c.harnesses, trials=c.trials, backend=_for_eval(st, backend))
+    n = c.eval_trials
+
+    recs, sampling = _draw(st, "student", train, backend, cursor=0)
+    before = _rollouts(st, "before", evals, c.harnesses, trials=n, backend=_for_eval(st, backend))
     info = {
         **_reward_info(recs),
         "train_tasks": [t.id for t in train],
@@ -333,17 +345,70 @@ def stage_student(st: JobState) -> dict[str, Any]:
         "scripted_trials": c.scripted_trials,
         "before": _reward_info(before),
     }
+    if sampling is not None:
+        info["dynamic_sampling"] = _sampling_brief(sampling)
     if c.eval_base and _embedded(st) and (st.out / "sft" / "final" / "config.json").exists():
         base = _base_backend(st)
         try:
             info["base"] = _reward_info(
-                _rollouts(st, "base", evals, c.harnesses, trials=c.trials, backend=_for_eval(st, base))
+                _rollouts(st, "base", evals, c.harnesses, trials=n, backend=_for_eval(st, base))
             )
         finally:
             close = getattr(base, "close", None)
             if close is not None:
                 close()
     return info
+
+
+SAMPLING_FILE = "dynamic_sampling.json"
+
+
+def _draw(
+    st: JobState, name: str, pool: Sequence[TaskSpec], backend: Any, *, cursor: int
+) -> tuple[list[RolloutRecord], dict[str, Any] | None]:
+    """One update's training groups, in ``name/``: with ``train.draw_tasks`` > 0, dynamic sampling
+    (draws of that many tasks from ``pool`` at ``cursor``, wrapping, until ``train.groups`` groups
+    have a reward spread or ``len(pool) // draw_tasks`` draws are spent; the report, with the kept
+    groups and ``cursor_after``, is written to ``name/dynamic_sampling.json``), else one draw of
+    the whole pool (report ``None``: every group trains). Returns every record in ``name/``.
+
+    Deterministic in ``cursor``, so an interrupted stage redraws the same tasks and the runner
+    skips the trials that finished."""
+    from coworkenv.rl.dynamic import DynamicSampler
+
+    c = st.cfg.student
+    per = st.cfg.train.draw_tasks
+    if per == 0:
+        return _rollouts(st, name, pool, c.harnesses, trials=c.trials, backend=backend), None
+    per = min(per, len(pool))
+    sampler: DynamicSampler[TaskSpec] = DynamicSampler(
+        pool, per_draw=per, want=st.cfg.train.groups, max_draws=max(1, len(pool) // per)
+    )
+    recs: list[RolloutRecord] = []
+    while not sampler.done:
+        tasks = sampler.tasks(cursor)
+        cursor += len(tasks)
+        recs = _rollouts(st, name, tasks, c.harnesses, trials=c.trials, backend=backend)
+        ids = {t.id for t in tasks}
+        draw = sampler.keep([t.id for t in tasks], [r for r in recs if r.task_id in ids])
+        st.console.print(
+            f"{name}: draw {draw.index + 1}: {len(draw.kept)} of {len(draw.spreads)} group(s) with a "
+            f"reward spread kept ({len(sampler.kept)} of {sampler.want} wanted)"
+        )
+    report = {**sampler.report(), "cursor_after": cursor}
+    path = st.out / name / SAMPLING_FILE
+    path.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    return recs, report
+
+
+def _kept_groups(d: Path) -> set[str] | None:
+    """The groups dynamic sampling kept in ``d`` (``None``: no sampling there, every group trains)."""
+    report = _read_sampling(d)
+    return None if report is None else set(report["kept"])
+
+
+def _sampling_brief(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if k != "detail"}
 
 
 def _for_eval(st: JobState, backend: Any) -> Any:
@@ -417,17 +482,17 @@ def stage_train(st: JobState) -> dict[str, Any]:
     from coworkenv.rl.config import RLConfig, RunConfig
     from coworkenv.rl.offline import infra_failures
     from coworkenv.rl.rl import RLTrainer
-    from coworkenv.trajectories.sample import TrainingSample
 
     c = st.cfg.train
-    lines = jsonl_lines(st.out / "trees" / "samples.jsonl")
-    samples = [TrainingSample.model_validate_json(x) for x in lines if x.strip()]
+    samples = _read_samples(st.out / "trees" / "samples.jsonl")
     if c.updates == 0 or not samples:
         st.console.print("train: skipped (no samples)" if not samples else "train: skipped (updates = 0)")
         return {"updates": 0, "samples": len(samples)}
     backend = _student_backend(st)
     k = st.cfg.student.trials
-    n_groups = len({s.group_key for s in samples})
+    kept = _kept_groups(st.out / "student")
+    samples = _only(samples, kept)
+    n_groups = max(len({s.group_key for s in samples}), st.cfg.train.groups if c.draw_tasks else 1)
     cfg = RLConfig.model_validate(
         {
             "estimator": c.estimator,
@@ -450,24 +515,19 @@ def stage_train(st: JobState) -> dict[str, Any]:
     train_tasks, eval_tasks = split_student(st, load_tasks(st))
     # each update's groups know their infra-failed rollouts (rejected, unless an unsafe sibling
     # must still be penalised: see coworkenv.rl.advantages.build_groups)
-    failed = infra_failures(st.out / "student")
+    failed = _only_failed(infra_failures(st.out / "student"), kept)
+    sampling = [_sampling_brief(r) for r in [_read_sampling(st.out / "student")] if r is not None]
+    cursor = sampling[0]["cursor_after"] if sampling else 0
     for it in range(c.updates):
         if it:
-            import shutil
-
-            from coworkenv.trajectories.report import process_dir
-
-            d = st.out / "train" / f"iter-{it}"
-            shutil.rmtree(d, ignore_errors=True)
-            _rollouts(
-                st, f"train/iter-{it}", train_tasks, st.cfg.student.harnesses, trials=k, backend=backend
-            )
-            process_dir(d, d / "samples.jsonl")
-            samples = [
-                TrainingSample.model_validate_json(x) for x in jsonl_lines(d / "samples.jsonl") if x.strip()
-            ]
-            failed = infra_failures(d)
-        m = trainer.step(samples, infra_failed=failed)
+            samples, failed, report = _next_groups(st, it, train_tasks, backend, cursor)
+            if report is not None:
+                cursor = report["cursor_after"]
+                sampling.append(_sampling_brief(report))
+        if samples:
+            m = trainer.step(samples, infra_failed=failed)
+        else:  # dynamic sampling found no group with a reward spread: nothing to learn from
+            m = {"skipped_no_signal": 1, "no_groups_kept": 1}
         rewards = [s.reward for s in samples]
         m["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
         metrics.append(m)
@@ -488,6 +548,8 @@ def stage_train(st: JobState) -> dict[str, Any]:
         "pushes": pushes,
         "train_tasks": [t.id for t in train_tasks],
     }
+    if sampling:
+        info["dynamic_sampling"] = sampling
     if c.eval_after and pushed:
         # the held-out tasks, same k, served by the updated weights (a rerun of this stage redoes
         # update and evaluation)
@@ -495,11 +557,55 @@ def stage_train(st: JobState) -> dict[str, Any]:
 
         shutil.rmtree(st.out / "after", ignore_errors=True)
         recs = _rollouts(
-            st, "after", eval_tasks, st.cfg.student.harnesses, trials=k, backend=_for_eval(st, backend)
+            st,
+            "after",
+            eval_tasks,
+            st.cfg.student.harnesses,
+            trials=st.cfg.student.eval_trials,
+            backend=_for_eval(st, backend),
         )
         info["after"] = _reward_info(recs)
         info["eval_tasks"] = [t.id for t in eval_tasks]
     return info
+
+
+def _read_samples(path: Path) -> list[Any]:
+    from coworkenv.trajectories.sample import TrainingSample
+
+    return [TrainingSample.model_validate_json(x) for x in jsonl_lines(path) if x.strip()]
+
+
+def _next_groups(
+    st: JobState, it: int, pool: Sequence[TaskSpec], backend: Any, cursor: int
+) -> tuple[list[Any], dict[str, int], dict[str, Any] | None]:
+    """Update ``it`` (≥ 1) of the online loop: fresh groups with the pushed weights, drawn into
+    ``train/iter-<it>`` from ``cursor`` (the training tasks only; the evaluation tasks stay unseen)
+    → trees → ``(samples, infra_failed, sampling report)`` of the groups that train."""
+    import shutil
+
+    from coworkenv.rl.offline import infra_failures
+    from coworkenv.trajectories.report import process_dir
+
+    d = st.out / "train" / f"iter-{it}"
+    shutil.rmtree(d, ignore_errors=True)
+    _, report = _draw(st, f"train/iter-{it}", pool, backend, cursor=cursor)
+    process_dir(d, d / "samples.jsonl")
+    kept = _kept_groups(d)
+    return _only(_read_samples(d / "samples.jsonl"), kept), _only_failed(infra_failures(d), kept), report
+
+
+def _only(samples: list[Any], kept: set[str] | None) -> list[Any]:
+    return samples if kept is None else [s for s in samples if s.group_key in kept]
+
+
+def _only_failed(failed: dict[str, Any], kept: set[str] | None) -> dict[str, Any]:
+    return failed if kept is None else {k: v for k, v in failed.items() if k in kept}
+
+
+def _read_sampling(d: Path) -> dict[str, Any] | None:
+    path = d / SAMPLING_FILE
+    data: dict[str, Any] | None = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return data
 
 
 def _weights_channel(
@@ -556,9 +662,9 @@ def stage_eval(st: JobState) -> dict[str, Any]:
     """Score, Pass@k, Pass^k of the student on the held-out tasks before and after the update, and
     the comparison (which tasks trained, which evaluated, before → after with deltas)."""
     from coworkenv.eval.metrics import summarize
-    from coworkenv.job.compare import compare, comparison_line
+    from coworkenv.job.compare import compare, comparison_line, stage_deltas, stage_deltas_lines
 
-    k = st.cfg.student.trials
+    k = st.cfg.student.eval_trials
     thr = st.cfg.report.pass_threshold
     # held-out tasks only, and the model's own trials (scripted trials run on training tasks only)
     before_recs, _ = read_records(st.out / "before" / "rollouts.jsonl")
@@ -590,6 +696,9 @@ def stage_eval(st: JobState) -> dict[str, Any]:
                 highlight=False,
             )
     st.console.print(comparison_line(info["comparison"]))
+    info["stages"] = stage_deltas({"base": base, "sft": before, "after": after})
+    for line in stage_deltas_lines(info["stages"]):
+        st.console.print(line, highlight=False)
     return info
 
 
@@ -602,7 +711,7 @@ def stage_report(st: JobState) -> dict[str, Any]:
     from coworkenv.eval.cli import read_metrics
     from coworkenv.eval.report import render_report
     from coworkenv.eval.trees import read_trees
-    from coworkenv.job.compare import comparison_html
+    from coworkenv.job.compare import comparison_html, stage_deltas_html
 
     k = st.cfg.student.trials
     recs, problems = read_records(st.out / "student" / "rollouts.jsonl")
@@ -620,6 +729,9 @@ def stage_report(st: JobState) -> dict[str, Any]:
     trees, p4 = read_trees(trees_path) if trees_path.exists() else ({}, [])
     cmp = st.summary.get("eval", {}).get("comparison")
     preface = comparison_html(cmp) if cmp else ""
+    stages = st.summary.get("eval", {}).get("stages")
+    if stages:
+        preface = stage_deltas_html(stages) + preface
     if base:
         line = html_escape(_describe("eval", st.summary.get("eval", {})))
         preface = f"<p><b>{line}</b></p>\n{preface}"
