@@ -79,7 +79,7 @@ class StudentSection(_Section):
     """Of the k trials, how many play the task's reference solution in the student's own tokens
     (a scripted student) instead of sampling the model: every group then has mixed outcomes, so a
     CI run is guaranteed a real update, push and after-evaluation. 0 (default) for real runs."""
-    max_turns: int = Field(default=6, ge=1)
+    max_turns: int = Field(default=5, ge=1)
     max_new_tokens: int = Field(default=96, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature of the training rollouts (the GRPO groups need diverse trials)."""
@@ -88,6 +88,10 @@ class StudentSection(_Section):
     harness asks for; 0 is greedy decoding (the k trials of a task then mostly agree)."""
     concurrency: int = Field(default=32, ge=1)
     """Rollouts at once; the embedded engine decodes all of them in one batch."""
+    matmul: Literal["fp32", "bf16", "auto"] = "auto"
+    """The embedded engine's linear layers: ``auto`` runs them on bf16 weight copies where the CPU
+    computes bf16 natively (AVX512-BF16, AMX) and in fp32 elsewhere; the trainer stays fp32 and
+    the update's importance weights correct the difference (``is/*`` in its metrics)."""
     eval_base: bool = True
     """Also evaluate the base model (before SFT) on the held-out tasks, so the job shows what the
     whole of training bought: base → SFT → after the RL update. Only when the job ran SFT."""
@@ -98,10 +102,10 @@ CHECKPOINT_OVER = 4096
 
 
 class SFTSection(_Section):
-    steps: int = Field(default=20, ge=0)
+    steps: int = Field(default=24, ge=0)
     """Optimizer steps of SFT on the curated teacher conversations before the student runs
     (embedded backend only); 0 skips SFT and the student starts from the base model."""
-    batch: int = Field(default=2, ge=1)
+    batch: int = Field(default=1, ge=1)
     """Conversations per optimizer step, packed into prefix tries (a shared prompt forwarded once)."""
     lr: float = Field(default=1e-3, gt=0)
     lora: bool = True

@@ -221,12 +221,14 @@ def _student_backend(st: JobState) -> Any:
         if _embedded(st):
             ckpt = st.out / "sft" / "final"
             version = ""
-            if spec == "embedded" and (ckpt / "config.json").exists():
-                spec, version = f"embedded:{ckpt}", f"&version=sft-{st.cfg.sft.steps}"
+            name, _, query = spec.partition("?")
+            if name == "embedded" and (ckpt / "config.json").exists():
+                spec = f"embedded:{ckpt}" + (f"?{query}" if query else "")
+                version = f"&version=sft-{st.cfg.sft.steps}"
             sep = "&" if "?" in spec else "?"
             spec = (
                 f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
-                f"{version}"
+                f"&matmul={c.matmul}{version}"
             )
         elif spec.startswith(("vllm:", "sglang:", "openai:")):
             # the student section's sampling applies to a remote engine too, unless the spec says
@@ -428,7 +430,7 @@ def _base_backend(st: JobState) -> Any:
     sep = "&" if "?" in spec else "?"
     return make_backend(
         f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
-        "&version=base"
+        f"&matmul={c.matmul}&version=base"
     )
 
 
