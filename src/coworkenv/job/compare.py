@@ -20,7 +20,7 @@ from html import escape
 from typing import Any
 
 from coworkenv.errors import CoworkError
-from coworkenv.eval.metrics import EvalSummary, bootstrap_ci, paired_delta
+from coworkenv.eval.metrics import EvalSummary, headline, paired_delta
 
 OVERALL = ("score", "pass_rate", "pass_at_k", "pass_hat_k")
 
@@ -120,14 +120,14 @@ def stage_deltas(stages: dict[str, EvalSummary | None]) -> dict[str, Any]:
     present = [(n, s) for n, s in stages.items() if s is not None]
     rows = []
     for name, s in present:
-        xs = [100.0 * t.mean_completion for t in s.tasks if t.mean_completion is not None]
+        h = headline(s)
         rows.append(
             {
                 "stage": name,
-                "completion": sum(xs) / len(xs) if xs else None,
-                "completion_ci": bootstrap_ci(xs),
-                "tasks": len(xs),
-                "trials": sum(t.trials for t in s.tasks),
+                "completion": h.completion,
+                "completion_ci": h.completion_ci,
+                "tasks": h.scored_tasks,
+                "trials": h.trials,
             }
         )
     deltas = []

@@ -226,10 +226,7 @@ def _student_backend(st: JobState) -> Any:
                 spec = f"embedded:{ckpt}" + (f"?{query}" if query else "")
                 version = f"&version=sft-{st.cfg.sft.steps}"
             sep = "&" if "?" in spec else "?"
-            spec = (
-                f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
-                f"&matmul={c.matmul}{version}"
-            )
+            spec = f"{spec}{sep}{_embedded_options(st)}{version}"
         elif spec.startswith(("vllm:", "sglang:", "openai:")):
             # the student section's sampling applies to a remote engine too, unless the spec says
             from coworkenv.proxy.backends import parse_spec
@@ -337,7 +334,6 @@ def stage_student(st: JobState) -> dict[str, Any]:
         uncapped = [full.get(t.id, t) for t in train]
         _rollouts(st, "student", uncapped, c.harnesses, trials=c.scripted_trials, backend=scripted)
     n = c.eval_trials
-
     recs, sampling = _draw(st, "student", train, backend, cursor=0)
     before = _rollouts(st, "before", evals, c.harnesses, trials=n, backend=_for_eval(st, backend))
     info = {
@@ -403,12 +399,6 @@ def _draw(
     return recs, report
 
 
-def _kept_groups(d: Path) -> set[str] | None:
-    """The groups dynamic sampling kept in ``d`` (``None``: no sampling there, every group trains)."""
-    report = _read_sampling(d)
-    return None if report is None else set(report["kept"])
-
-
 def _sampling_brief(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k != "detail"}
 
@@ -428,10 +418,13 @@ def _base_backend(st: JobState) -> Any:
     c = st.cfg.student
     spec = c.backend
     sep = "&" if "?" in spec else "?"
-    return make_backend(
-        f"{spec}{sep}seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}"
-        f"&matmul={c.matmul}&version=base"
-    )
+    return make_backend(f"{spec}{sep}{_embedded_options(st)}&version=base")
+
+
+def _embedded_options(st: JobState) -> str:
+    """The student section's sampling and engine options, as an embedded backend spec's query."""
+    c = st.cfg.student
+    return f"seed={st.cfg.seed}&temperature={c.temperature}&max_tokens={c.max_new_tokens}&matmul={c.matmul}"
 
 
 def _scripted_student(backend: Any) -> Callable[[TaskSpec], Any]:
@@ -482,19 +475,18 @@ def stage_trees(st: JobState) -> dict[str, Any]:
 
 def stage_train(st: JobState) -> dict[str, Any]:
     from coworkenv.rl.config import RLConfig, RunConfig
-    from coworkenv.rl.offline import infra_failures
     from coworkenv.rl.rl import RLTrainer
 
     c = st.cfg.train
-    samples = _read_samples(st.out / "trees" / "samples.jsonl")
-    if c.updates == 0 or not samples:
-        st.console.print("train: skipped (no samples)" if not samples else "train: skipped (updates = 0)")
-        return {"updates": 0, "samples": len(samples)}
+    trees = st.out / "trees" / "samples.jsonl"
+    drawn = sum(1 for x in jsonl_lines(trees) if x.strip())
+    if c.updates == 0 or not drawn:
+        st.console.print("train: skipped (no samples)" if not drawn else "train: skipped (updates = 0)")
+        return {"updates": 0, "samples": drawn}
+    samples, failed = _training_groups(trees, st.out / "student")
     backend = _student_backend(st)
     k = st.cfg.student.trials
-    kept = _kept_groups(st.out / "student")
-    samples = _only(samples, kept)
-    n_groups = max(len({s.group_key for s in samples}), st.cfg.train.groups if c.draw_tasks else 1)
+    n_groups = max(len({s.group_key for s in samples}), c.groups if c.draw_tasks else 1)
     cfg = RLConfig.model_validate(
         {
             "estimator": c.estimator,
@@ -515,11 +507,9 @@ def stage_train(st: JobState) -> dict[str, Any]:
     # student stage's rollouts; each later one collects fresh rollouts with the pushed weights, on
     # the training tasks only (the evaluation tasks stay unseen).
     train_tasks, eval_tasks = split_student(st, load_tasks(st))
-    # each update's groups know their infra-failed rollouts (rejected, unless an unsafe sibling
-    # must still be penalised: see coworkenv.rl.advantages.build_groups)
-    failed = _only_failed(infra_failures(st.out / "student"), kept)
-    sampling = [_sampling_brief(r) for r in [_read_sampling(st.out / "student")] if r is not None]
-    cursor = sampling[0]["cursor_after"] if sampling else 0
+    first = _read_sampling(st.out / "student")
+    sampling = [] if first is None else [_sampling_brief(first)]
+    cursor = 0 if first is None else int(first["cursor_after"])
     for it in range(c.updates):
         if it:
             samples, failed, report = _next_groups(st, it, train_tasks, backend, cursor)
@@ -571,10 +561,21 @@ def stage_train(st: JobState) -> dict[str, Any]:
     return info
 
 
-def _read_samples(path: Path) -> list[Any]:
+def _training_groups(samples_path: Path, draw_dir: Path) -> tuple[list[Any], dict[str, int]]:
+    """``(samples, infra_failed)`` of the groups that train from ``draw_dir``'s rollouts: those
+    dynamic sampling kept there (every group when it did not sample). Each group knows its
+    infra-failed rollouts (rejected, unless an unsafe sibling must still be penalised: see
+    :func:`coworkenv.rl.advantages.build_groups`)."""
+    from coworkenv.rl.offline import infra_failures
     from coworkenv.trajectories.sample import TrainingSample
 
-    return [TrainingSample.model_validate_json(x) for x in jsonl_lines(path) if x.strip()]
+    samples = [TrainingSample.model_validate_json(x) for x in jsonl_lines(samples_path) if x.strip()]
+    failed = infra_failures(draw_dir)
+    report = _read_sampling(draw_dir)
+    if report is None:
+        return samples, failed
+    kept = set(report["kept"])
+    return [s for s in samples if s.group_key in kept], {k: v for k, v in failed.items() if k in kept}
 
 
 def _next_groups(
@@ -585,29 +586,22 @@ def _next_groups(
     → trees → ``(samples, infra_failed, sampling report)`` of the groups that train."""
     import shutil
 
-    from coworkenv.rl.offline import infra_failures
     from coworkenv.trajectories.report import process_dir
 
     d = st.out / "train" / f"iter-{it}"
     shutil.rmtree(d, ignore_errors=True)
     _, report = _draw(st, f"train/iter-{it}", pool, backend, cursor=cursor)
     process_dir(d, d / "samples.jsonl")
-    kept = _kept_groups(d)
-    return _only(_read_samples(d / "samples.jsonl"), kept), _only_failed(infra_failures(d), kept), report
-
-
-def _only(samples: list[Any], kept: set[str] | None) -> list[Any]:
-    return samples if kept is None else [s for s in samples if s.group_key in kept]
-
-
-def _only_failed(failed: dict[str, Any], kept: set[str] | None) -> dict[str, Any]:
-    return failed if kept is None else {k: v for k, v in failed.items() if k in kept}
+    return *_training_groups(d / "samples.jsonl", d), report
 
 
 def _read_sampling(d: Path) -> dict[str, Any] | None:
+    """The dynamic-sampling report of a draw directory (``None``: no sampling there)."""
     path = d / SAMPLING_FILE
-    data: dict[str, Any] | None = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    return data
+    if not path.exists():
+        return None
+    report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return report
 
 
 def _weights_channel(
