@@ -8,7 +8,7 @@ from pathlib import Path
 
 from coworkenv.jsonl import jsonl_lines
 from coworkenv.proxy.capture import CapturedCall, CaptureStore, read_calls, record_line
-from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
+from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec, reusing
 
 
 def _call(seq: int, n: int) -> CapturedCall:
@@ -163,3 +163,56 @@ def test_edited_history_and_changed_tools_are_stored(tmp_path: Path) -> None:
     read, problems = read_calls(store.path("r-1"))
     assert problems == []
     assert read == [first, second, edited]
+
+
+def _fresh(call: CapturedCall) -> CapturedCall:
+    """``call`` with its request parsed anew: equal values, no object shared with any other call."""
+    request = ChatRequest.model_validate_json(call.request.model_dump_json())
+    return call.model_copy(update={"request": request})
+
+
+def test_reused_history_is_stored_byte_for_byte_as_a_fresh_parse(tmp_path: Path) -> None:
+    """The proxy hands the capture a request whose history is the previous call's own objects
+    (``reusing``); the capture skips encoding those, and the file must not change for it."""
+    calls = _turns(6)
+    fresh = [_fresh(c) for c in calls]
+    reused: list[CapturedCall] = []
+    previous: ChatRequest | None = None
+    for c in fresh:
+        request = reusing(previous, c.request)
+        reused.append(c.model_copy(update={"request": request}))
+        previous = request
+    assert all(r.request == c.request for r, c in zip(reused, calls, strict=True))
+    assert reused[3].request.messages[0] is reused[1].request.messages[0]
+    assert reused[3].request.tools is reused[0].request.tools
+    files = []
+    for name, sequence in (("fresh", fresh), ("reused", reused)):
+        store = CaptureStore(tmp_path / name)
+        for c in sequence:
+            store.append(c)
+        files.append(store.path("r-1").read_bytes())
+    assert files[0] == files[1]
+    read, problems = read_calls(tmp_path / "reused" / "r-1.calls.jsonl")
+    assert problems == []
+    assert read == calls
+
+
+def test_reusing_keeps_the_request_and_shares_only_equal_leading_parts() -> None:
+    tools = (ToolSpec(name="crm_find", description="find", parameters={"type": "object"}),)
+    a, b, c = (Message(role="user", content=x) for x in "abc")
+    first = ChatRequest(messages=(a, b), tools=tools)
+    same_again = ChatRequest.model_validate_json(first.model_dump_json())
+    assert reusing(None, same_again) is same_again
+    both = reusing(first, same_again)
+    assert both == first
+    assert all(x is y for x, y in zip(both.messages, first.messages, strict=True))
+    assert both.tools is first.tools
+    edited = ChatRequest(messages=(Message(role="user", content="a"), c, b), tools=())
+    out = reusing(first, edited)
+    assert out == edited
+    assert out.messages[0] is a  # only the leading equal message is shared
+    assert out.messages[1] is edited.messages[1]
+    assert out.messages[2] is edited.messages[2]  # equal to first's b, but not at the same position
+    assert out.tools == ()
+    unrelated = ChatRequest(messages=(c,), tools=(ToolSpec(name="other"),))
+    assert reusing(first, unrelated) is unrelated

@@ -448,3 +448,32 @@ async def test_a_prompt_over_the_context_is_a_400_in_each_dialect_and_recorded(t
     calls, _ = store.read("long")
     assert len(calls) == 2
     assert all((c.error or "").startswith("context_length") for c in calls)
+
+
+async def test_a_resent_history_reaches_the_backend_as_the_previous_calls_objects(tmp_path: Path) -> None:
+    """An agent resends its history and tools on every call; the proxy hands the backend (and the
+    capture) the previous call's own message and tool objects for the equal leading part, so a
+    call in flight holds only its new messages as new objects (fewer objects for the collector)."""
+    backend = ToyBackend(AssistantTurn(content="ok"))
+    proxy, store = make_proxy(tmp_path, backend)
+    prefix = proxy.open_rollout("r1")
+    history: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    async with serving(proxy.app) as site:
+        client = site.oai(prefix)
+        for turn in range(3):
+            await client.chat.completions.create(model="m", messages=history, tools=[TOOL])  # type: ignore[arg-type, list-item]
+            history = [
+                *history,
+                {"role": "assistant", "content": f"a{turn}"},
+                {"role": "user", "content": "go"},
+            ]
+    first, second, third = backend.requests
+    assert [m.content for m in third.messages] == ["s", "hi", "a0", "go", "a1", "go"]
+    assert all(third.messages[i] is first.messages[i] for i in range(2))
+    assert all(third.messages[i] is second.messages[i] for i in range(4))
+    assert third.tools is first.tools
+    calls, problems = store.read("r1")
+    assert problems == []
+    assert [c.request for c in calls] == [first, second, third]
+    proxy.close_rollout("r1")
+    assert proxy._closed["r1"].last_request is None  # a closed rollout keeps no history

@@ -31,7 +31,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coworkenv.jsonl import jsonl_lines
-from coworkenv.proxy.messages import ChatRequest
+from coworkenv.proxy.messages import ChatRequest, Message, ToolSpec
 
 CAPTURE_SCHEMA_VERSION = 2
 
@@ -86,21 +86,32 @@ PROBES = 16
 class _Tail:
     """What the store keeps of a rollout's last call, to store the next one as a delta on it: the
     prompt's length, hash and sampled positions, the output ids, a hash per message's JSON and of
-    the tools' (a few hundred bytes, not the conversation)."""
+    the tools', and references to the call's message and tool objects (the proxy holds them anyway as
+    the rollout's last request: no copy of the conversation)."""
 
     seq: int
     prompt_len: int
     prompt_hash: int
-    probes: tuple[tuple[int, int], ...]
+    probes: tuple[int, ...]
+    """Sampled positions and their tokens, flat: ``(i0, t0, i1, t1, ...)`` (one object per rollout
+    for the cyclic collector, not one pair per position)."""
     output_ids: tuple[int, ...]
     message_hashes: tuple[int, ...]
     tools_hash: int
+    messages: tuple[Message, ...] = ()
+    """The call's message objects: a next call holding the same objects (the proxy's ``reusing``)
+    takes their hashes from here instead of encoding them again."""
+    tools: tuple[ToolSpec, ...] = ()
 
     def shared(self, prompt: tuple[int, ...]) -> int:
         """How many leading tokens of ``prompt`` are this call's prompt + output (0 unless ``prompt``
         starts with this call's whole prompt)."""
         lp = self.prompt_len
-        if lp == 0 or len(prompt) < lp or any(prompt[i] != t for i, t in self.probes):
+        if (
+            lp == 0
+            or len(prompt) < lp
+            or any(prompt[i] != t for i, t in zip(self.probes[::2], self.probes[1::2], strict=True))
+        ):
             return 0
         if hash(prompt[:lp]) != self.prompt_hash:
             return 0
@@ -110,8 +121,9 @@ class _Tail:
         return lp + k
 
 
-def _probes(p: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    return tuple((i, p[i]) for i in range(len(p) - 1, -1, -max(1, len(p) // PROBES))[:PROBES])
+def _probes(p: tuple[int, ...]) -> tuple[int, ...]:
+    positions = range(len(p) - 1, -1, -max(1, len(p) // PROBES))[:PROBES]
+    return tuple(x for i in positions for x in (i, p[i]))
 
 
 class CaptureStore:
@@ -172,10 +184,18 @@ def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]
     thousands of ids: a 40,000-id prompt took 0.95 ms with pydantic's encoder, most of the capture's
     time per call); the token arrays go last."""
     request = call.request
-    messages = [m.model_dump_json().encode() for m in request.messages]
-    tools = b"[" + b",".join(t.model_dump_json().encode() for t in request.tools) + b"]"
-    hashes = tuple(hash(m) for m in messages)
-    tools_hash = hash(tools)
+    same = 0  # leading messages that are the tail's own objects: hashed already, not encoded again
+    if tail is not None:
+        limit = min(len(request.messages), len(tail.messages))
+        while same < limit and request.messages[same] is tail.messages[same]:
+            same += 1
+    fresh = [m.model_dump_json().encode() for m in request.messages[same:]]
+    hashes = (tail.message_hashes[:same] if tail is not None else ()) + tuple(hash(m) for m in fresh)
+    if tail is not None and request.tools is tail.tools:
+        tools, tools_hash = b"", tail.tools_hash
+    else:
+        tools = b"[" + b",".join(t.model_dump_json().encode() for t in request.tools) + b"]"
+        tools_hash = hash(tools)
     prompt, prompt_base, kept, request_base = call.prompt_ids, b"", 0, b""
     if tail is not None:
         shared = tail.shared(call.prompt_ids)
@@ -193,7 +213,7 @@ def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]
             head[:-1],
             b"," if head != b"{}" else b"",
             b'"messages":[',
-            b",".join(messages[kept:]),
+            b",".join(fresh[kept - same :]),
             b"]",
             b',"tools":' + tools if tools else b"",
             b"}",
@@ -218,7 +238,17 @@ def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]
     if not call.prompt_ids and not call.request.messages:
         return line, None
     p = call.prompt_ids
-    return line, _Tail(call.seq, len(p), hash(p), _probes(p), call.output_ids, hashes, tools_hash)
+    return line, _Tail(
+        call.seq,
+        len(p),
+        hash(p),
+        _probes(p),
+        call.output_ids,
+        hashes,
+        tools_hash,
+        request.messages,
+        request.tools,
+    )
 
 
 def read_calls(path: Path) -> tuple[list[CapturedCall], list[str]]:

@@ -82,6 +82,29 @@ class ChatRequest(BaseModel):
     stream: bool = False
 
 
+def reusing(previous: ChatRequest | None, request: ChatRequest) -> ChatRequest:
+    """``request`` with its leading messages that equal ``previous``'s (same position) and its tool
+    list, when equal, replaced by ``previous``'s own objects (equal values, so the same request).
+
+    An agent resends its whole history on every call; a proxy holding each call's parse while the
+    engine runs would otherwise keep a fresh copy of every rollout's history and tool schemas alive
+    per call in flight — objects the cyclic collector must walk in every young-generation pass
+    (at 1,000 live rollouts, most of a 100-200 ms pause). Reused, only a call's new messages are new
+    objects; the capture also recognizes reused messages by identity and does not encode them again.
+    """
+    if previous is None:
+        return request
+    old, new = previous.messages, request.messages
+    k, limit = 0, min(len(old), len(new))
+    while k < limit and (new[k] is old[k] or new[k] == old[k]):
+        k += 1
+    same_tools = request.tools is previous.tools or request.tools == previous.tools
+    tools = previous.tools if same_tools else request.tools
+    if k == 0 and tools is request.tools:
+        return request
+    return request.model_copy(update={"messages": old[:k] + new[k:], "tools": tools})
+
+
 class AssistantTurn(BaseModel):
     """The parsed reply. ``malformed`` marks output the codec could not parse into tool calls; it
     is then delivered as plain text, never an error."""

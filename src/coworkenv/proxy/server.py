@@ -58,7 +58,7 @@ from coworkenv.proxy.dialects.base import Dialect, Outcome, Parsed, RequestError
 from coworkenv.proxy.dialects.gemini import GeminiGenerate, gemini_route
 from coworkenv.proxy.dialects.openai_chat import OpenAIChat
 from coworkenv.proxy.dialects.openai_responses import OpenAIResponses
-from coworkenv.proxy.messages import AssistantTurn, ChatRequest
+from coworkenv.proxy.messages import AssistantTurn, ChatRequest, reusing
 from coworkenv.proxy.sse import JSON_HEADERS, KEEPALIVE, SSE_HEADERS, dumps
 from coworkenv.serve.listen import serve_lifespan
 
@@ -131,6 +131,8 @@ class _Rollout:
     """Seconds with at least one of its model calls in flight (overlapping calls counted once)."""
     busy: int = 0
     busy_since: float = 0.0
+    last_request: ChatRequest | None = None
+    """Its latest parsed request, whose messages and tools the next call's parse reuses (``reusing``)."""
 
 
 class ProxyApp:
@@ -232,6 +234,7 @@ class ProxyServer:
         are recorded). Closing an unknown or closed rollout is a no-op."""
         rollout = self._open.pop(rollout_id, None)
         if rollout is not None:
+            rollout.last_request = None
             self._closed[rollout_id] = rollout
             if len(self._closed) > CLOSED_KEPT:  # the oldest closed rollout's entry goes
                 del self._closed[next(iter(self._closed))]
@@ -398,9 +401,11 @@ class ProxyServer:
             return
         try:
             try:
-                call.parsed = parsed = call.dialect.parse(orjson.loads(raw))
+                parsed = call.dialect.parse(orjson.loads(raw))
             except orjson.JSONDecodeError as exc:
                 raise RequestError("", f"the body is not valid JSON ({exc})") from None
+            parsed.request = call.rollout.last_request = reusing(call.rollout.last_request, parsed.request)
+            call.parsed = parsed
             if parsed.stream:
                 task = asyncio.ensure_future(call.backend.complete(parsed.request))
                 try:
