@@ -241,6 +241,13 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--budget-s", type=float, default=900.0, help="each rollout's time limit")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling of every arm; 0 = greedy: both engines in fp32 then take the same turns, so the "
+        "arms do (nearly) the same work — at 1.0 each arm's sampled rollouts differ in length and turns",
+    )
     ap.add_argument("--arms", default="batched,serial,vllm")
     ap.add_argument("--quick", action="store_true", help="4 tasks × 2 trials, 3 turns × 32 tokens, 180 s")
     ap.add_argument("--mismatch-calls", type=int, default=16, help="calls recomputed in fp32 per arm")
@@ -248,6 +255,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.tasks, args.max_turns, args.max_tokens, args.budget_s = 4, 3, 32, 180.0
+    if args.temperature != 1.0:
+        args.mismatch_calls = 0  # the fp32 recomputation is the model's log-softmax: comparable at T = 1 only
 
     import torch
 
@@ -259,7 +268,7 @@ def main() -> None:
         t.model_copy(update={"limits": t.limits.model_copy(update={"max_turns": args.max_turns})})
         for t in tasks
     ]
-    query = f"seed=0&temperature=1.0&max_tokens={args.max_tokens}"
+    query = f"seed=0&temperature={args.temperature}&max_tokens={args.max_tokens}"
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     for arm in args.arms.split(","):
@@ -292,6 +301,7 @@ def main() -> None:
             "max_tokens": args.max_tokens,
             "budget_s": args.budget_s,
             "seed": args.seed,
+            "temperature": args.temperature,
             "model": "SmolLM2-135M-Instruct fp32",
         },
         "machine": {**machine_info(), "torch_threads": torch.get_num_threads()},
