@@ -474,3 +474,36 @@ def test_marked_pids_finds_only_its_sandbox(tmp_path: Path) -> None:
 def test_loop_harness_is_always_installed() -> None:
     LoopHarness().check_installed()
     assert isinstance(ScriptedBackend.from_reference(_spec(M1003)), ScriptedBackend)
+
+
+def test_a_run_beyond_the_open_file_limit_queues_instead_of_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked for more live rollouts than the process's open files allow, the runner runs fewer at
+    once, says so, and every rollout still completes (at 10,000 in two processes the limit was hit
+    and 3,026 rollouts failed with EMFILE before)."""
+    from coworkenv.rollout import openfiles
+
+    opened = openfiles.open_now()
+    monkeypatch.setattr(
+        openfiles, "open_files_limit", lambda: opened + openfiles.RESERVED + 2 * openfiles.PER_ROLLOUT
+    )
+    with caplog.at_level("WARNING", logger="coworkenv.rollout.runner"):
+        summary = run_rollouts([_spec(M1003)], ["loop"], 4, "reference", tmp_path, 4)
+    assert summary.ok == 4, [r.failure for r in summary.records]
+    assert summary.meta["concurrency_limited"]["asked"] == 4
+    assert summary.meta["concurrency_limited"]["running"] in (1, 2)  # the test's own files may shift it
+    assert "running" in caplog.text
+    assert "RLIMIT_NOFILE" in caplog.text
+
+
+def test_the_open_file_bound() -> None:
+    from coworkenv.rollout.openfiles import PER_ROLLOUT, RESERVED, bounded_concurrency
+
+    roomy = bounded_concurrency(1_000, limit=1_000_000, opened=100)
+    assert (roomy.running, roomy.limited) == (1_000, False)
+    tight = bounded_concurrency(10_000, limit=20_000, opened=88)
+    assert tight.running == (20_000 - 88 - RESERVED) // PER_ROLLOUT
+    assert tight.limited
+    assert "10000 rollouts at once" in tight.message()
+    assert bounded_concurrency(50, limit=10, opened=10).running == 1  # always at least one

@@ -11,6 +11,9 @@ Contract of :func:`run_rollouts` / :func:`run_rollouts_async`:
   cut off first; calls files of rollouts that never got a record (crashed attempts) are moved to
   ``<out>/calls/orphaned/`` — rollout ids are unique per attempt, so nothing is duplicated and
   no finished rollout is lost;
+* ``concurrency`` is cut to what this process's open-file limit can hold
+  (:func:`~coworkenv.rollout.openfiles.bounded_concurrency`): the rest queue, a warning says so and
+  ``summary.meta["concurrency_limited"]`` records it — no rollout fails for want of a file;
 * with ``concurrency`` >= 64 the cyclic garbage collector runs less often for the run's duration
   (:func:`fewer_collections`);
 * imported Claw-Eval tasks are rewarded by their own ``grader.py`` in warm grader children shared
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import os
 import shutil
 import time
@@ -50,12 +54,15 @@ from coworkenv.rollout.clock import ClockMode
 from coworkenv.rollout.execute import ProxyLike, RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.isolation import Isolation
+from coworkenv.rollout.openfiles import bounded_concurrency
 from coworkenv.rollout.record import RolloutRecord, append_record, read_records
 from coworkenv.rollout.sandbox import peer_rollout
 from coworkenv.rollout.scratch import release_scratch, scratch_dir
 from coworkenv.serve.listen import listen_socket
 from coworkenv.services.trial import Host
 from coworkenv.spec import TaskSpec
+
+log = logging.getLogger(__name__)
 
 BackendArg = Backend | str | Callable[[TaskSpec], Backend]
 ProxyFactory = Callable[[Backend, CaptureStore], Any]
@@ -329,8 +336,17 @@ async def run_rollouts_async(  # noqa: PLR0917
     jobs, summary = plan_run(tasks, harnesses, trials, out_dir)
     if not jobs:
         return summary
+    bound = bounded_concurrency(max(1, concurrency))
+    if bound.limited:
+        log.warning("%s", bound.message())
+        summary.meta["concurrency_limited"] = {
+            "asked": bound.asked,
+            "running": bound.running,
+            "open_files_limit": bound.open_files_limit,
+        }
+    concurrency = bound.running
     run_dir = scratch_dir("coworkenv-run-")
-    sem = asyncio.Semaphore(max(1, concurrency))
+    sem = asyncio.Semaphore(concurrency)
     stack = contextlib.ExitStack()
     if concurrency >= MANY_ROLLOUTS:
         stack.enter_context(fewer_collections())
