@@ -33,6 +33,11 @@ Arms (``--arms``):
   compute in bf16 (``batched-bf16``, and ``batched-all`` where bf16 is native), so each comparison
   does the same precision on both sides.
 
+Every arm makes one untimed warm-up call (``warm_up``) before its clock starts. Sampled at
+temperature 1.0 (the default) each arm's rollouts take their own turns and lengths, so arms do
+different work (the 2026-12-07 runs: one arm's tokens/s moved by up to 37% between two runs);
+``--temperature 0`` (greedy) makes the fp32 arms do the same work.
+
 Run alone on a quiet machine (the load average is recorded before and after):
 
     .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
@@ -103,6 +108,9 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
     from coworkenv.rollout.runner import run_rollouts
 
     backend = make_backend(spec)
+    warm_up(backend)
+    engine = getattr(backend, "engine", None)
+    before = engine.stats.as_dict() if engine is not None else {}
     out = Path(tempfile.mkdtemp(prefix=f"bench-gen-{name}-"))
     load_before = _load()
     try:
@@ -119,7 +127,6 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
         shutil.rmtree(out, ignore_errors=True)
     ok_calls = [c for c in calls if c.error is None]
     mismatch = None
-    engine = getattr(backend, "engine", None)
     if engine is not None and args.mismatch_calls > 0:
         mismatch = logprob_mismatch(backend.model, ok_calls[: args.mismatch_calls])
     generated = sum(len(c.output_ids) for c in ok_calls)
@@ -143,13 +150,26 @@ def run_arm(name: str, spec: str, tasks: list[Any], args: argparse.Namespace) ->
     if engine is not None:
         row["engine_options"] = engine.options
         row["logprob_mismatch"] = mismatch
-        stats = engine.stats.as_dict()
-        row["engine"] = stats
+        stats = {k: v if k == "max_batch_seen" else v - before[k] for k, v in engine.stats.as_dict().items()}
+        row["engine"] = stats  # the workload's own counters (the warm-up call subtracted)
         row["prefill_cached_share"] = round(stats["prefill_cached"] / max(1, stats["prompt_tokens"]), 3)
     if hasattr(backend, "close"):
         backend.close()
     print(json.dumps(row), flush=True)
     return row
+
+
+def warm_up(backend: Any) -> None:
+    """One untimed model call of ~500 prompt tokens before an arm's clock starts, so no arm pays
+    one-time costs (kernel selection, first allocations, a server's first request) in its figure;
+    its text shares no prefix with the workload's prompts (theirs open with the tool block)."""
+    import asyncio
+
+    from coworkenv.proxy.messages import ChatRequest, Message
+
+    words = " ".join(f"w{i}" for i in range(250))
+    request = ChatRequest(messages=(Message(role="user", content=f"Repeat: {words}"),), max_tokens=8)
+    asyncio.run(backend.complete(request))
 
 
 def logprob_mismatch(model: Any, calls: list[Any]) -> dict[str, Any]:
