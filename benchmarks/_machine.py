@@ -9,20 +9,21 @@ from pathlib import Path
 from coworkenv.machine import cpu_flags, cpu_model, machine_info, native_bf16
 
 __all__ = ["commit", "cpu_flags", "cpu_model", "machine_info", "native_bf16"]
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def commit() -> str:
-    """The checkout's commit, ``+dirty`` when tracked files differ from it ("unknown" without git)."""
+    """The checkout's short commit, with `` (src modified)`` when the library's sources differ from it
+    (documentation and results files do not count); "unknown" without git."""
 
     def git(*args: str) -> str:
         return subprocess.run(
-            ["git", *args], check=True, capture_output=True, text=True, cwd=HERE
+            ["git", *args], check=True, capture_output=True, text=True, cwd=ROOT
         ).stdout.strip()
 
     try:
         return git("rev-parse", "--short", "HEAD") + (
-            "+dirty" if git("status", "--porcelain", "-uno") else ""
+            " (src modified)" if git("status", "--porcelain", "src") else ""
         )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

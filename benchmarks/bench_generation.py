@@ -207,10 +207,13 @@ def logprob_mismatch(model: Any, calls: list[Any]) -> dict[str, Any]:
     return {"calls": len(olds), "tokens": stats.n_tokens, **stats.as_dict(prefix="")}
 
 
-def vllm_arm(
-    query: str, tasks: list[Any], args: argparse.Namespace, dtype: str = "float32"
-) -> dict[str, Any] | str:
-    """The vLLM row (the project's own server launcher, ``dtype``, 16 sequences), or why there is none."""
+VLLM_ARMS = {"vllm": "float32", "vllm-bf16": "bfloat16"}
+"""The vLLM arms and the dtype each serves in."""
+
+
+def vllm_arm(arm: str, query: str, tasks: list[Any], args: argparse.Namespace) -> dict[str, Any] | str:
+    """The vLLM row (the project's own server launcher, the arm's dtype, 16 sequences), or why there
+    is none."""
     from coworkenv.models import embedded_checkpoint
     from coworkenv.proxy.backends.vllm_server import serve_vllm, vllm_python
 
@@ -227,13 +230,12 @@ def vllm_arm(
             max_model_len=8192,
             max_num_seqs=16,
             kv_cache_gib=4,
-            dtype=dtype,
+            dtype=VLLM_ARMS[arm],
         ) as server:
             # the engine samples unseeded: the upstream backend takes no seed option
             sampling = "&".join(q for q in query.split("&") if not q.startswith("seed="))
             spec = f"vllm:{server.url}/v1?model=smollm2&tokenizer={ckpt}&{sampling}"
-            row = run_arm("vllm" if dtype == "float32" else "vllm-bf16", spec, tasks, args)
-            return {**row, "dtype": dtype}
+            return {**run_arm(arm, spec, tasks, args), "dtype": VLLM_ARMS[arm]}
     except Exception as exc:  # the other arms' rows are kept; this one says why it is missing
         return f"vLLM failed: {type(exc).__name__}: {str(exc)[-300:]}"
 
@@ -248,7 +250,7 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
         if not a.startswith("batched"):
             continue
         for b, vb in by.items():
-            if b != a and (b in ("serial", "vllm", "vllm-bf16", "batched-base") or a == "batched"):
+            if b != a and (b in ("serial", *VLLM_ARMS, "batched-base") or a == "batched"):
                 out[f"{a}_vs_{b}"] = round(va / max(1e-9, vb), 2)
     return out
 
@@ -298,14 +300,14 @@ def main() -> None:
             rows.append(run_arm(arm, f"embedded?{query}{LEVER_ARMS[arm]}", tasks, args))
         elif arm == "serial":
             rows.append(run_arm(arm, f"embedded?{query}&engine=serial", tasks, args))
-        elif arm in ("vllm", "vllm-bf16"):
-            row = vllm_arm(query, tasks, args, "float32" if arm == "vllm" else "bfloat16")
+        elif arm in VLLM_ARMS:
+            row = vllm_arm(arm, query, tasks, args)
             if isinstance(row, str):
                 skipped[arm] = row
             else:
                 rows.append(row)
         else:
-            known = ", ".join(["batched", *LEVER_ARMS, "serial", "vllm", "vllm-bf16"])
+            known = ", ".join(["batched", *LEVER_ARMS, "serial", *VLLM_ARMS])
             raise SystemExit(f"--arms: unknown arm {arm!r}; use {known}")
     shutil.rmtree(tmp, ignore_errors=True)
     doc = {

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import cpu_model
+from _machine import commit, cpu_model
 
 from coworkenv.harbor.images import ensure_runtime_image
 from coworkenv.harbor.run import TrialOutcome, harbor_missing, run_job
@@ -40,19 +40,6 @@ def _row(o: TrialOutcome) -> dict[str, Any]:
         row["failed_step"] = o.failed_step
         row["error"] = o.exception
     return row
-
-
-def _commit() -> str:
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return r.stdout.strip()
-
-    head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "src")
-    return head + (" (src modified)" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": today,
         "command": os.environ.get("COWORKENV_BENCH_COMMAND")
         or "python benchmarks/bench_harbor.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(),
+        "commit": commit(),
         "machine": {
             "nproc": os.cpu_count(),
             "cpu_model": cpu_model(),

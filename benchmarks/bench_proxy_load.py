@@ -70,7 +70,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from bench_scale import commit, machine, percentiles, raise_fd_limit, rig_tasks, rss_kb
+from _machine import commit  # benchmarks/_machine.py
+from bench_scale import machine, percentiles, raise_fd_limit, rig_tasks, rss_kb
 
 from coworkenv.proxy.backends.scripted import ScriptedBackend
 from coworkenv.proxy.backends.simulated import SimulatedBackend

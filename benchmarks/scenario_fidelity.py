@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _machine import machine_info
+from _machine import commit, machine_info
 
 from coworkenv.synth.procedural.expectations import run_suite, summary
 
@@ -43,14 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("-v", "--verbose", action="store_true", help="print every part that is not built")
     args = p.parse_args(argv)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False, cwd=SUITE.parent
-    ).stdout.strip()
     result: dict[str, Any] = {
         "benchmark": "scenario fidelity: parts of hand-written scenarios the built tasks do",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["benchmarks/scenario_fidelity.py", *(sys.argv[1:] if argv is None else argv)]),
-        "commit": commit,
+        "commit": commit(),
         "load_before": os.getloadavg(),
         "machine": machine_info(),
         "mode": args.mode,

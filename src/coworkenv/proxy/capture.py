@@ -196,7 +196,7 @@ def encode(call: CapturedCall, tail: _Tail | None) -> tuple[bytes, _Tail | None]
     else:
         tools = b"[" + b",".join(t.model_dump_json().encode() for t in request.tools) + b"]"
         tools_hash = hash(tools)
-    prompt, prompt_base, kept, request_base = call.prompt_ids, b"", 0, b""
+    prompt, prompt_base, kept, request_base = call.prompt_ids, b"", same, b""
     if tail is not None:
         shared = tail.shared(call.prompt_ids)
         if shared:
