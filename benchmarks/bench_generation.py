@@ -15,10 +15,11 @@ Arms (``--arms``):
   them: one SDPA per request over its own KV copy, one sampling call per row, fp32):
   ``batched-base``, ``batched-grouped`` (``attention=grouped``: one attention call per request
   without expanding the KV heads), ``batched-cascade`` (``attention=cascade``: grouped, and the
-  requests sharing a prefix read its KV together), ``batched-sampler``
+  requests sharing a prefix read its KV together), ``batched-arena`` (``attention=arena``: cascade,
+  and every decoding request's own KV read in one call per layer from a slot arena), ``batched-sampler``
   (``sampler=batched`` only), ``batched-bf16`` (``matmul=bf16`` only: bf16 copies of the linears'
-  weights, fp32 attention, KV and logprobs), and ``batched-all`` (every lever; bf16 only where the
-  CPU computes it natively, ``matmul=auto``).
+  weights, fp32 attention, KV and logprobs), and ``batched-all`` (every lever: the arena, the batched
+  sampler, and bf16 only where the CPU computes it natively, ``matmul=auto``).
   Every embedded arm's row also holds ``logprob_mismatch``: the captured logprobs of its first
   ``--mismatch-calls`` calls against the trainer's fp32 recomputation (``rl.packing.
   forward_logprobs``) and the truncated-IS statistics at the RL default cap 2.0;
@@ -43,7 +44,7 @@ Run alone on a quiet machine (the load average is recorded before and after):
     .venv/bin/python benchmarks/bench_generation.py            # 8 tasks × 2 trials, 8 turns × 128 tokens
     .venv/bin/python benchmarks/bench_generation.py --quick    # 4 × 2, 3 turns × 32 tokens
     .venv/bin/python benchmarks/bench_generation.py --arms \
-        batched-base,batched-grouped,batched-cascade,batched-sampler,batched-bf16,batched-all,vllm,vllm-bf16
+        batched-base,batched-grouped,batched-cascade,batched-arena,batched-sampler,batched-bf16,batched-all,vllm,vllm-bf16
     .venv/bin/python benchmarks/bench_generation.py --max-turns 1 \
         --arms batched,batched-all,vllm,vllm-bf16   # prefill-heavy: one call per rollout
 
@@ -71,9 +72,10 @@ LEVER_ARMS = {
     "batched-base": "&attention=per_request&sampler=per_row&matmul=fp32",
     "batched-grouped": "&attention=grouped&sampler=per_row&matmul=fp32",
     "batched-cascade": "&attention=cascade&sampler=per_row&matmul=fp32",
+    "batched-arena": "&attention=arena&sampler=per_row&matmul=fp32",
     "batched-sampler": "&attention=per_request&sampler=batched&matmul=fp32",
     "batched-bf16": "&attention=per_request&sampler=per_row&matmul=bf16",
-    "batched-all": "&attention=cascade&sampler=batched&matmul=auto",
+    "batched-all": "&attention=arena&sampler=batched&matmul=auto",
 }
 
 

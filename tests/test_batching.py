@@ -228,10 +228,13 @@ def engine(model: Any, tokenizer: Any, **kw: Any) -> Any:
     return BatchEngine(model, end_ids=frozenset(), decode=tokenizer.decode, seed=3, **kw)
 
 
-def shared_prefix_workload(model: Any, tokenizer: Any, **kw: Any) -> tuple[list[Any], Any]:
+def shared_prefix_workload(model: Any, tokenizer: Any, eng: Any = None, **kw: Any) -> tuple[list[Any], Any]:
     """Prompts sharing prefixes of several lengths, a request joining mid-decode, a continuation:
     mixed prefill and decode steps, blocks read at different widths. Greedy, so tokens compare."""
-    eng = engine(model, tokenizer, step_tokens=48, **kw)
+    if eng is None:
+        eng = engine(model, tokenizer, step_tokens=48, **kw)
+    else:
+        eng.step_tokens = 48
     g = torch.Generator().manual_seed(1)
     trunk = torch.randint(100, 40_000, (70,), generator=g).tolist()
     own = [torch.randint(100, 40_000, (k,), generator=g).tolist() for k in (9, 25, 3, 40)]
@@ -254,9 +257,10 @@ def test_cascade_attention_equals_per_request_attention(tiny: Any, tokenizer: An
 
     prompts, (plain, plain_stats) = shared_prefix_workload(tiny, tokenizer, attention="per_request")
     assert plain_stats.shared_rows == 0
-    for mode in ("cascade", "grouped"):
+    for mode in ("cascade", "arena", "grouped"):
         _, (results, stats) = shared_prefix_workload(tiny, tokenizer, attention=mode)
-        assert (stats.shared_rows > 0) == (mode == "cascade")  # blocks read together
+        assert (stats.shared_rows > 0) == (mode in ("cascade", "arena"))  # blocks read together
+        assert (stats.arena_rows > 0) == (mode == "arena")  # decodes attended in one call
         assert stats.prefill_cached == plain_stats.prefill_cached > 0  # the same prefix-cache hits
         for prompt, a, b in zip(prompts, results, plain, strict=True):
             assert a.output_ids == b.output_ids
@@ -294,6 +298,48 @@ def test_shared_blocks_split_in_place_and_deepen(tiny: Any, tokenizer: Any) -> N
         runs[mode] = [first.result(60), second, third]
         eng.close()
     for a, b in zip(runs["cascade"], runs["per_request"], strict=True):
+        assert a.output_ids == b.output_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_the_arena_matches_per_request_attention_whatever_its_memory_held(tiny: Any, tokenizer: Any) -> None:
+    """``attention="arena"``: the running sequences' own KV in slots, every decode in one call per
+    layer. Greedy tokens and logprobs equal the per-request engine's — with the arena's memory
+    filled with NaN before first use (the masked columns are zeroed before they are read), with
+    slots too small for some sequences (those keep their own tensors), and a shared prefix taken
+    from a sequence in a slot is a copy (the slot is reused after it finishes); every slot is
+    free again at the end."""
+    _prompts, (plain, _) = shared_prefix_workload(tiny, tokenizer, attention="per_request")
+    for slot_tokens in (1024, 64):
+        eng = engine(tiny, tokenizer, attention="arena", slot_tokens=slot_tokens)
+        shape = (eng.layers, 2, eng.max_batch, eng.kv_heads, eng.slot_tokens, eng.head_dim)
+        eng._arena = torch.full(shape, float("nan"))
+        _, (results, stats) = shared_prefix_workload(tiny, tokenizer, eng=eng)
+        assert stats.arena_rows > 0
+        for a, b in zip(results, plain, strict=True):
+            assert a.output_ids == b.output_ids, slot_tokens
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        assert sorted(eng._free_slots) == list(range(eng.max_batch))
+        assert all(s.slot is None for s in eng._cache.values())
+        eng.close()
+    runs = {}
+    g = torch.Generator().manual_seed(4)
+    header = torch.randint(100, 40_000, (30,), generator=g).tolist()
+    tails = [torch.randint(100, 40_000, (6,), generator=g).tolist() for _ in range(2)]
+    for mode in ("arena", "per_request"):
+        eng = engine(tiny, tokenizer, attention=mode)
+        first = eng.submit(header + tails[0], 30, 0.0, 1.0)
+        while eng.stats.decoded < 2:
+            time.sleep(0.005)
+        second = eng.submit(header + tails[1], 4, 0.0, 1.0).result(60)
+        if mode == "arena":
+            owner = eng._running[0].seq
+            assert owner.slot is not None
+            assert owner.base_len == len(header)
+            assert owner.base.kv.untyped_storage().data_ptr() != eng._arena.untyped_storage().data_ptr()
+        runs[mode] = [first.result(60), second]
+        eng.close()
+    for a, b in zip(runs["arena"], runs["per_request"], strict=True):
         assert a.output_ids == b.output_ids
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
 

@@ -8,7 +8,9 @@
   ``serial``), ``max_batch`` (concurrent requests per step, 32), ``cache_tokens`` (prefix-cache
   budget in tokens, 65536), ``step_tokens`` (tokens forwarded per step: a decode token per running
   request, prompt chunks in the rest, 512), ``attention`` (``cascade``, the default: a shared
-  prefix's KV read once per step for all requests sharing it; ``grouped``; or ``per_request``),
+  prefix's KV read once per step for all requests sharing it; ``arena``: cascade, and every decoding
+  request's own KV read in one call per layer from a slot arena of ``slot_tokens`` per request,
+  1024; ``grouped``; or ``per_request``),
   ``sampler`` (``batched``, the default; or ``per_row``), ``matmul`` (``fp32``, the default;
   ``bf16``; ``auto``: bf16 where the CPU computes it natively).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
@@ -42,7 +44,7 @@ from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 KINDS = ("embedded", "scripted", "simulated", "vllm", "sglang", "openai", "passthrough")
 
 _FLOATS = ("temperature", "top_p", "fault_rate")
-_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens", "step_tokens")
+_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens", "step_tokens", "slot_tokens")
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
@@ -110,6 +112,7 @@ def make_backend(spec: str) -> Backend:
                 "cache_tokens",
                 "step_tokens",
                 "attention",
+                "slot_tokens",
                 "sampler",
                 "matmul",
             ),

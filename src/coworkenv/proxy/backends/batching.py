@@ -23,7 +23,15 @@ returns the log-sum-exp. ``cascade`` (the default) is ``grouped`` plus shared bl
 prefix is not copied — the sequence it came from is split in place into a block (its first tokens,
 never written again) and its own rest — and every request reading that block attends over it in
 one call per layer and step (outputs and log-sum-exp), over its own suffix separately, the two
-merged by log-sum-exp. All three give the same attention up to float rounding (tested).
+merged by log-sum-exp. ``arena`` is ``cascade`` with the running sequences' own KV in one slot
+arena, (layers, 2, slots, kv_heads, ``slot_tokens``, dim): every request decoding a token attends
+over its own KV in one call per layer and step for the whole batch (one row block per slot, a mask
+per slot's length; its new key and value are written by one indexed store), instead of one call per
+request — a call over a few hundred keys costs more in dispatch than in arithmetic. A sequence joins
+the arena when its own part fits a slot (else it keeps its own tensor and its own calls), leaves it
+compacted when it finishes (into the prefix cache), and a prefix shared from it is copied into a
+block (a block must never live in a slot that is reused). All four give the same attention up to
+float rounding (tested).
 
 Sampling (``sampler=``): ``batched`` (the default) samples every request finishing a step in one
 pass (:func:`~coworkenv.proxy.backends.embedded.sample_batch`); ``per_row`` is the earlier loop.
@@ -45,6 +53,7 @@ policies. A failure inside a step fails only the requests that step touched;
 from __future__ import annotations
 
 import concurrent.futures
+import heapq
 import itertools
 import logging
 import threading
@@ -60,7 +69,7 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = frozenset({"llama", "qwen2"})
 MIN_SHARED = 16  # shorter common prefixes are not worth a copy
-ATTENTIONS = ("cascade", "grouped", "per_request")
+ATTENTIONS = ("cascade", "arena", "grouped", "per_request")
 SAMPLERS = ("batched", "per_row")
 MATMULS = ("fp32", "bf16", "auto")
 
@@ -88,6 +97,7 @@ class EngineStats:
     cancelled: int = 0
     max_batch_seen: int = 0
     shared_rows: int = 0  # query rows that read a shared prefix block together with others
+    arena_rows: int = 0  # decoding rows that attended over their own KV in the arena's one call
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -98,6 +108,23 @@ class _Block:
     """A shared prefix's KV, (layers, 2, kv_heads, length, dim): never written after it is made."""
 
     kv: Any
+
+
+@dataclass(frozen=True)
+class _Decodes:
+    """One step's plan for the arena's one call: the spans decoding from a slot (their indices),
+    their flat query positions, slots and own positions (where the new key goes), the slot range
+    ``lo`` .. ``lo + width`` read, the keys read per slot and an additive mask of them per slot."""
+
+    spans: list[int]
+    idx: Any
+    slots: Any
+    pos: Any
+    lo: int
+    width: int
+    keys: int
+    mask: Any
+    plain: tuple[Any, Any] | None  # (rows of the call, flat positions) of the spans without a base
 
 
 @dataclass(frozen=True)
@@ -117,13 +144,15 @@ class _Cascade:
 class _Seq:
     """A token sequence and the KV of its first ``length`` tokens. The first ``base_len`` positions
     are read from ``base`` (a prefix shared with other sequences), the rest from its own ``kv``:
-    (layers, 2, kv_heads, cap, dim) holding positions ``base_len ..``."""
+    (layers, 2, kv_heads, cap, dim) holding positions ``base_len ..`` — a view of arena slot
+    ``slot`` when it has one."""
 
     ids: list[int]
     kv: Any
     length: int = 0
     base: _Block | None = None
     base_len: int = 0
+    slot: int | None = None
 
     @property
     def capacity(self) -> int:
@@ -184,6 +213,7 @@ class BatchEngine:
         attention: str = "cascade",
         sampler: str = "batched",
         matmul: str = "fp32",
+        slot_tokens: int = 1024,
     ) -> None:
         if attention not in ATTENTIONS or sampler not in SAMPLERS or matmul not in MATMULS:
             raise BackendError(
@@ -210,8 +240,13 @@ class BatchEngine:
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads)
         self.layers = len(model.model.layers)
         self.dtype = next(model.parameters()).dtype
-        self.cascade = attention == "cascade"
-        self.grouped = attention in ("cascade", "grouped")
+        self.cascade = attention in ("cascade", "arena")
+        self.grouped = attention in ("cascade", "arena", "grouped")
+        self.use_arena = attention == "arena"
+        self.slot_tokens = -(-max(64, slot_tokens) // 64) * 64
+        self._arena: Any = None  # (layers, 2, max_batch, kv_heads, slot_tokens, dim), made at first use
+        self._free_slots: list[int] = list(range(max_batch))  # a heap: the lowest free slot first
+        self._clean = 0  # the arena's first columns that hold finite values in every slot
         self.batched_sampler = sampler == "batched"
         if matmul == "auto":
             from coworkenv.machine import native_bf16
@@ -399,6 +434,7 @@ class BatchEngine:
         self._waiting = [r for r in self._waiting if not r.cancelled]
         self._running = [r for r in self._running if not r.cancelled]
         for req in gone:
+            self._release(req.seq)
             req.seq = None
             self.stats.cancelled += 1
             if not req.future.done():
@@ -406,6 +442,7 @@ class BatchEngine:
 
     def _fail(self, reqs: Sequence[_Request], err: BaseException) -> None:
         for req in reqs:
+            self._release(req.seq)
             req.seq = None
             self.stats.failed += 1
             if not req.future.done():
@@ -416,6 +453,30 @@ class BatchEngine:
     def _alloc(self, capacity: int) -> Any:
         cap = -(-capacity // 64) * 64
         return self._torch.empty((self.layers, 2, self.kv_heads, cap, self.head_dim), dtype=self.dtype)
+
+    def _own_kv(self, capacity: int) -> tuple[Any, int | None]:
+        """Storage for a sequence's own KV of ``capacity`` tokens: an arena slot where it fits
+        (``attention="arena"``; there is always a free slot for a running request), else a tensor of
+        its own. Returns (kv, slot or None)."""
+        if not (self.use_arena and capacity <= self.slot_tokens and self._free_slots):
+            return self._alloc(capacity), None
+        if self._arena is None:
+            shape = (self.layers, 2, self.max_batch, self.kv_heads, self.slot_tokens, self.head_dim)
+            self._arena = self._torch.empty(shape, dtype=self.dtype)
+        slot = heapq.heappop(self._free_slots)
+        return self._arena[:, :, slot], slot
+
+    def _release(self, seq: _Seq | None, *, keep: bool = False) -> None:
+        """Give ``seq``'s arena slot back; with ``keep`` (it goes to the prefix cache) its own KV
+        moves into a tensor of its own first."""
+        if seq is None or seq.slot is None:
+            return
+        if keep:
+            kv = self._alloc(seq.own)
+            kv[:, :, :, : seq.own] = seq.kv[:, :, :, : seq.own]
+            seq.kv = kv
+        heapq.heappush(self._free_slots, seq.slot)
+        seq.slot = None
 
     def _attach(self, req: _Request) -> None:
         """Give ``req`` a KV sequence starting from the longest cached or running prefix."""
@@ -434,26 +495,29 @@ class BatchEngine:
             if lcp > best_len:
                 best_len, best_key, best_seq = lcp, key, seq
         if best_seq is None or best_len < MIN_SHARED:
-            seq = _Seq(ids=[], kv=self._alloc(need))
+            kv, slot = self._own_kv(need)
+            seq = _Seq(ids=[], kv=kv, slot=slot)
             best_len = 0
         elif best_key is not None and best_len * 2 >= best_seq.length and best_len >= best_seq.base_len:
             # a continuation of a finished sequence: take the cache entry over in place
             seq = self._cache.pop(best_key)
             seq.length = best_len
             del seq.ids[best_len:]
-            if seq.capacity < need:
-                kv = self._alloc(need - seq.base_len)
+            if seq.capacity < need or (self.use_arena and need - seq.base_len <= self.slot_tokens):
+                kv, slot = self._own_kv(need - seq.base_len)
                 kv[:, :, :, : seq.own] = seq.kv[:, :, :, : seq.own]
-                seq.kv = kv
+                seq.kv, seq.slot = kv, slot
         elif self.cascade:
             # read the common prefix from a shared block: no copy of it, one read per step for all
             base, base_len = self._share(best_seq, best_len)
+            kv, slot = self._own_kv(need - base_len)
             seq = _Seq(
                 ids=list(req.prompt[:best_len]),
-                kv=self._alloc(need - base_len),
+                kv=kv,
                 length=best_len,
                 base=base,
                 base_len=base_len,
+                slot=slot,
             )
             lo, hi = base_len - best_seq.base_len, best_len - best_seq.base_len
             seq.kv[:, :, :, : hi - lo] = best_seq.kv[:, :, :, lo:hi]
@@ -474,26 +538,41 @@ class BatchEngine:
         become the block, the rest stay its own; nothing ever writes below a sequence's
         ``base_len`` again, so a block is immutable. A sequence whose block covers less than half
         of ``length`` moves onto a new block of ``length`` tokens (one copy; the readers of the old
-        block keep it)."""
+        block keep it). A sequence in an arena slot is never split in place (the slot is reused
+        once it finishes): its block is a copy, and its own KV moves down in the slot."""
         if seq.base is not None and (length <= seq.base_len or seq.base_len * 2 >= length):
             return seq.base, min(length, seq.base_len)
         if seq.base is not None:
             kv = self._torch.empty((*seq.kv.shape[:3], length, self.head_dim), dtype=seq.kv.dtype)
             kv[:, :, :, : seq.base_len] = seq.base.kv[:, :, :, : seq.base_len]
             kv[:, :, :, seq.base_len :] = seq.kv[:, :, :, : length - seq.base_len]
-            seq.kv = seq.kv[:, :, :, length - seq.base_len :]
+            self._drop_front(seq, length - seq.base_len)
             seq.base, seq.base_len = _Block(kv=kv), length
             return seq.base, length
-        seq.base = _Block(kv=seq.kv[:, :, :, :length])
-        seq.kv = seq.kv[:, :, :, length:]
-        seq.base_len = length
+        block = seq.kv[:, :, :, :length]
+        if seq.slot is not None:
+            block = block.clone(memory_format=self._torch.contiguous_format)
+        self._drop_front(seq, length)
+        seq.base, seq.base_len = _Block(kv=block), length
         return seq.base, length
+
+    def _drop_front(self, seq: _Seq, k: int) -> None:
+        """Drop the first ``k`` positions of ``seq``'s own KV (they now live in its block): a view
+        past them, or in an arena slot the positions it has written moved down by ``k``."""
+        if seq.slot is None:
+            seq.kv = seq.kv[:, :, :, k:]
+            return
+        written = seq.own
+        if written > k:
+            seq.kv[:, :, :, : written - k] = seq.kv[:, :, :, k:written].clone()
 
     def _retire(self, req: _Request) -> None:
         """Keep a finished request's sequence for later prefixes, within the token budget."""
         seq, req.seq = req.seq, None
         if seq is None or seq.length < MIN_SHARED:
+            self._release(seq)
             return
+        self._release(seq, keep=True)
         self._cache[next(self._cache_ids)] = seq
         total = self.cached_tokens
         while total > self.cache_tokens and self._cache:
@@ -658,9 +737,9 @@ class BatchEngine:
         for grouped-query attention; ``grouped`` and ``cascade``: a kernel fed the query heads of
         each KV head as rows, no expansion); with ``cascade`` the requests sharing a base block
         attend over it together (one call per block and layer, returning outputs and log-sum-exp),
-        each over its own suffix separately, merged by log-sum-exp."""
+        each over its own suffix separately, merged by log-sum-exp; with ``arena`` every request
+        decoding from a slot attends over its own KV in one call for all of them."""
         torch = self._torch
-        from torch.nn.functional import scaled_dot_product_attention as sdpa
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
         inner = self.model.model
@@ -668,7 +747,31 @@ class BatchEngine:
         h = inner.embed_tokens(ids)
         cos, sin = inner.rotary_emb(h, position_ids=pos)
         hd, heads, kvh = self.head_dim, self.heads, self.kv_heads
-        rep = heads // kvh
+        spans, cascades, dec = self._spans(plan)
+        for li, layer in enumerate(inner.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q, k, v = self._qkv(attn, x)
+            q = q.view(1, total, heads, hd).transpose(1, 2)
+            k = k.view(1, total, kvh, hd).transpose(1, 2)
+            v = v.view(1, total, kvh, hd).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            out = torch.empty_like(q)
+            pre = {} if dec is None else self._arena_attend(dec, li, q, k, v, out=out, scale=attn.scaling)
+            self._own_attend(li, q, k, v, out=out, spans=spans, skip=pre, scale=attn.scaling)
+            for plan_ in cascades:
+                self._cascade(plan_, li, q, out, spans=spans, scale=attn.scaling, pre=pre)
+            h = h + self._linear(attn.o_proj, out.transpose(1, 2).reshape(1, total, heads * hd))
+            h = h + self._mlp(layer.mlp, layer.post_attention_layernorm(h))
+        return inner.norm(h)
+
+    def _spans(
+        self, plan: Sequence[tuple[_Request, int]]
+    ) -> tuple[list[tuple[_Seq, int, int, Any]], list[_Cascade], _Decodes | None]:
+        """This step's spans (sequence, first flat position, tokens fed, causal mask of a chunk or
+        None), the cascades of the spans sharing a block, and the arena's decode plan."""
+        torch = self._torch
+        rep = self.heads // self.kv_heads
         spans: list[tuple[_Seq, int, int, Any]] = []
         groups: dict[int, list[int]] = {}
         start = 0
@@ -689,43 +792,53 @@ class BatchEngine:
             start += n
         cascades = [self._cascade_plan(spans, members) for members in groups.values()]
         self.stats.shared_rows += sum(int(c.idx.shape[0]) for c in cascades if len(c.members) > 1)
-        for li, layer in enumerate(inner.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(h)
-            q, k, v = self._qkv(attn, x)
-            q = q.view(1, total, heads, hd).transpose(1, 2)
-            k = k.view(1, total, kvh, hd).transpose(1, 2)
-            v = v.view(1, total, kvh, hd).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            out = torch.empty_like(q)
-            for seq, s, n, mask in spans:
-                past = seq.own
-                cache = seq.kv[li]
-                cache[0, :, past : past + n] = k[0, :, s : s + n]
-                cache[1, :, past : past + n] = v[0, :, s : s + n]
-                if seq.base is None and self.grouped:
-                    o, _ = self._attend(
-                        q[0, :, s : s + n].reshape(1, kvh, -1, hd),
-                        cache[0, :, : past + n].unsqueeze(0),
-                        cache[1, :, : past + n].unsqueeze(0),
-                        mask,
-                        attn.scaling,
-                    )
-                    out[0, :, s : s + n] = o.reshape(heads, n, hd)
-                elif seq.base is None:
-                    out[:, :, s : s + n] = sdpa(
-                        q[:, :, s : s + n],
-                        cache[0, :, : past + n].unsqueeze(0),
-                        cache[1, :, : past + n].unsqueeze(0),
-                        attn_mask=mask,
-                        scale=attn.scaling,
-                        enable_gqa=heads != kvh,
-                    )
-            for plan_ in cascades:
-                self._cascade(plan_, li, q, out, spans=spans, scale=attn.scaling)
-            h = h + self._linear(attn.o_proj, out.transpose(1, 2).reshape(1, total, heads * hd))
-            h = h + self._mlp(layer.mlp, layer.post_attention_layernorm(h))
-        return inner.norm(h)
+        dec = self._decodes_plan(spans) if self._arena is not None else None
+        if dec is not None:
+            self.stats.arena_rows += len(dec.spans)
+        return spans, cascades, dec
+
+    def _own_attend(
+        self,
+        li: int,
+        q: Any,
+        k: Any,
+        v: Any,
+        *,
+        out: Any,
+        spans: Sequence[tuple[_Seq, int, int, Any]],
+        skip: dict[int, Any],
+        scale: float,
+    ) -> None:
+        """Layer ``li``: every span not in ``skip`` (done by the arena) stores its keys and values,
+        and one without a base attends over its own KV into ``out``."""
+        from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+        heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
+        for i, (seq, s, n, mask) in enumerate(spans):
+            if i in skip:
+                continue
+            past = seq.own
+            cache = seq.kv[li]
+            cache[0, :, past : past + n] = k[0, :, s : s + n]
+            cache[1, :, past : past + n] = v[0, :, s : s + n]
+            if seq.base is None and self.grouped:
+                o, _ = self._attend(
+                    q[0, :, s : s + n].reshape(1, kvh, -1, hd),
+                    cache[0, :, : past + n].unsqueeze(0),
+                    cache[1, :, : past + n].unsqueeze(0),
+                    mask,
+                    scale,
+                )
+                out[0, :, s : s + n] = o.reshape(heads, n, hd)
+            elif seq.base is None:
+                out[:, :, s : s + n] = sdpa(
+                    q[:, :, s : s + n],
+                    cache[0, :, : past + n].unsqueeze(0),
+                    cache[1, :, : past + n].unsqueeze(0),
+                    attn_mask=mask,
+                    scale=scale,
+                    enable_gqa=heads != kvh,
+                )
 
     def _cascade_plan(self, spans: Sequence[tuple[_Seq, int, int, Any]], members: list[int]) -> _Cascade:
         """The :class:`_Cascade` of the spans ``members`` (which share one block) for this step."""
@@ -753,9 +866,12 @@ class BatchEngine:
         *,
         spans: Sequence[tuple[_Seq, int, int, Any]],
         scale: float,
+        pre: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
         """Attention of the spans sharing ``plan.block`` in layer ``li``: every query row over the
-        block at once, each span over its own suffix, merged by log-sum-exp into ``out``."""
+        block at once, each span over its own suffix (taken from ``pre`` where the arena's call
+        already computed it: (heads, rows, dim) outputs and (heads, rows) log-sum-exp), merged by
+        log-sum-exp into ``out``."""
         torch = self._torch
         heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
         idx, width = plan.idx, plan.width
@@ -767,6 +883,10 @@ class BatchEngine:
         o_pre, lse_pre = o_pre.reshape(heads, rows, hd), lse_pre.reshape(heads, rows)
         o_own, lse_own = [], []
         for m in plan.members:
+            if pre and m in pre:
+                o_own.append(pre[m][0])
+                lse_own.append(pre[m][1])
+                continue
             seq, s, n, mask = spans[m]
             cache = seq.kv[li]
             upto = seq.own + n
@@ -786,9 +906,81 @@ class BatchEngine:
         merged = (o_pre * w_pre[..., None] + o_suf * w_suf[..., None]) / (w_pre + w_suf)[..., None]
         out[0].index_copy_(1, idx, merged.to(out.dtype))
 
+    def _decodes_plan(self, spans: Sequence[tuple[_Seq, int, int, Any]]) -> _Decodes | None:
+        """The :class:`_Decodes` of this step's spans decoding one token from an arena slot (None
+        when there are none). Makes the columns every slot's mask reads finite first."""
+        torch = self._torch
+        members = [i for i, (seq, _, n, _) in enumerate(spans) if n == 1 and seq.slot is not None]
+        if not members:
+            return None
+        slots = [int(spans[i][0].slot) for i in members]  # type: ignore[arg-type]
+        lens = [spans[i][0].own + 1 for i in members]  # its own KV so far and the new token
+        lo, hi, keys = min(slots), max(slots) + 1, max(lens)
+        self._clean_columns(keys)
+        length = torch.ones(hi - lo, dtype=torch.long)  # a slot not decoding now reads one column
+        length[torch.tensor(slots) - lo] = torch.tensor(lens)
+        allowed = torch.arange(keys)[None, :] < length[:, None]
+        mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None, None, :]
+        idx = torch.tensor([spans[i][1] for i in members])
+        cols = torch.tensor([j for j, i in enumerate(members) if spans[i][0].base is None], dtype=torch.long)
+        return _Decodes(
+            spans=members,
+            idx=idx,
+            slots=torch.tensor(slots),
+            pos=torch.tensor(lens) - 1,
+            lo=lo,
+            width=hi - lo,
+            keys=keys,
+            mask=mask,
+            plain=(cols, idx[cols]) if len(cols) else None,
+        )
+
+    def _clean_columns(self, keys: int) -> None:
+        """Zero the arena's columns up to ``keys`` (rounded up to 64) wherever no running sequence
+        has written them, once: a masked key is multiplied by zero, never meets a NaN left in memory."""
+        if keys <= self._clean:
+            return
+        new = min(self.slot_tokens, -(-keys // 64) * 64)
+        seqs = [r.seq for r in self._running if r.seq is not None]
+        written = {seq.slot: seq.own for seq in seqs if seq.slot is not None}
+        for slot in range(self.max_batch):
+            start = max(self._clean, written.get(slot, 0))
+            if start < new:
+                self._arena[:, :, slot, :, start:new] = 0
+        self._clean = new
+
+    def _arena_attend(
+        self, dec: _Decodes, li: int, q: Any, k: Any, v: Any, *, out: Any, scale: float
+    ) -> dict[int, tuple[Any, Any]]:
+        """Layer ``li`` for the spans of ``dec``: their new keys and values stored in their slots,
+        then one attention call over the slots ``dec.lo ..`` (each slot's query heads as rows, its
+        mask cutting its own length). A span without a base gets its output in ``out``; returns, per
+        span index, its (heads, 1, dim) output and (heads, 1) log-sum-exp over its own KV (a span
+        with a base merges them with its block's in :meth:`_cascade`)."""
+        torch = self._torch
+        heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
+        arena = self._arena[li]  # (2, slots, kv_heads, slot_tokens, dim)
+        arena[0][dec.slots, :, dec.pos] = k[0].index_select(1, dec.idx).transpose(0, 1)
+        arena[1][dec.slots, :, dec.pos] = v[0].index_select(1, dec.idx).transpose(0, 1)
+        rows = len(dec.spans)
+        local = dec.slots - dec.lo
+        qs = torch.zeros((dec.width, kvh, heads // kvh, hd), dtype=q.dtype)
+        qs[local] = q[0].index_select(1, dec.idx).view(kvh, heads // kvh, rows, hd).permute(2, 0, 1, 3)
+        window = slice(dec.lo, dec.lo + dec.width)
+        o, lse = self._attend(
+            qs, arena[0, window, :, : dec.keys], arena[1, window, :, : dec.keys], dec.mask, scale
+        )
+        o_rows = o[local].permute(1, 2, 0, 3).reshape(heads, rows, hd)
+        lse_rows = lse[local].permute(1, 2, 0).reshape(heads, rows)
+        if dec.plain is not None:
+            cols, flat = dec.plain
+            out[0].index_copy_(1, flat, o_rows.index_select(1, cols))
+        return {i: (o_rows[:, j : j + 1], lse_rows[:, j : j + 1]) for j, i in enumerate(dec.spans)}
+
     def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
-        """Attention of ``q`` (1, kv_heads, rows, dim) over ``k``/``v`` (1, kv_heads, keys, dim) with
-        an additive ``mask`` (rows, keys) or None: (output, log-sum-exp over the keys per row)."""
+        """Attention of ``q`` (batch, kv_heads, rows, dim) over ``k``/``v`` (batch, kv_heads, keys,
+        dim) with an additive ``mask`` broadcast to (batch, kv_heads, rows, keys) or None: (output,
+        log-sum-exp over the keys per row)."""
         torch = self._torch
         if self._flash is not None:
             o, lse = self._flash(q, k, v, attn_mask=mask, scale=scale)

@@ -16,7 +16,8 @@ Engines (``engine=``): ``batched`` (the default for Llama-family models) serves 
 request together with continuous batching and a prefix KV cache
 (:mod:`coworkenv.proxy.backends.batching`); each request samples with its own seeded generator
 (seed, arrival number); its options ``step_tokens`` (chunked prefill: tokens per step),
-``attention`` (``cascade``, the default: requests sharing a prefix read its KV together),
+``attention`` (``cascade``, the default: requests sharing a prefix read its KV together;
+``arena``: that, and the decoding requests' own KV read in one call per layer; ``slot_tokens``),
 ``sampler`` (``batched``, the default: one sampling pass per step, :func:`sample_batch`) and
 ``matmul`` (``fp32``, the default; ``bf16``; ``auto``: bf16 where the CPU computes it natively)
 are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
@@ -219,6 +220,7 @@ class EmbeddedBackend:
         attention: str = "cascade",
         sampler: str = "batched",
         matmul: str = "fp32",
+        slot_tokens: int = 1024,
     ) -> None:
         import torch
 
@@ -252,6 +254,7 @@ class EmbeddedBackend:
                 attention=attention,
                 sampler=sampler,
                 matmul=matmul,
+                slot_tokens=slot_tokens,
             )
 
     @classmethod
