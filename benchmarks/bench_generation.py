@@ -10,7 +10,8 @@ and for the batched engine how many prompt tokens came from its prefix cache.
 Arms (``--arms``):
 
 * ``batched`` — ``embedded`` with continuous batching and the prefix KV cache (the default engine
-  and its default levers: cascade attention over shared prefixes, the batched sampler, fp32);
+  and its default levers: arena attention (cascade over shared prefixes, every decode's own KV in
+  one call), the batched sampler, fp32);
 * the engine's levers one at a time (issue 32), each against ``batched-base`` (the engine without
   them: one SDPA per request over its own KV copy, one sampling call per row, fp32):
   ``batched-base``, ``batched-grouped`` (``attention=grouped``: one attention call per request

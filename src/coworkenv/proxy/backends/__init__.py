@@ -7,10 +7,10 @@
   engine's: ``engine`` (``batched``, the default: continuous batching + prefix KV cache; or
   ``serial``), ``max_batch`` (concurrent requests per step, 32), ``cache_tokens`` (prefix-cache
   budget in tokens, 65536), ``step_tokens`` (tokens forwarded per step: a decode token per running
-  request, prompt chunks in the rest, 512), ``attention`` (``cascade``, the default: a shared
-  prefix's KV read once per step for all requests sharing it; ``arena``: cascade, and every decoding
-  request's own KV read in one call per layer from a slot arena of ``slot_tokens`` per request,
-  1024; ``grouped``; or ``per_request``),
+  request, prompt chunks in the rest, 512), ``attention`` (``arena``, the default: a shared
+  prefix's KV read once per step for all requests sharing it, and every decoding request's own KV
+  read in one call per layer from a slot arena of ``slot_tokens`` per request, 1024; ``cascade``:
+  the shared prefix only; ``grouped``; or ``per_request``),
   ``sampler`` (``batched``, the default; or ``per_row``), ``matmul`` (``fp32``, the default;
   ``bf16``; ``auto``: bf16 where the CPU computes it natively).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;

@@ -19,11 +19,11 @@ a fresh prefill would compute (up to float summation order).
 Attention (``attention=``): ``per_request`` copies a shared prefix into each new sequence and runs
 one SDPA per request and layer over its own KV. ``grouped`` does the same with a kernel that takes
 the query heads of each KV head as rows (no expansion of the KV for grouped-query attention) and
-returns the log-sum-exp. ``cascade`` (the default) is ``grouped`` plus shared blocks: a shared
+returns the log-sum-exp. ``cascade`` is ``grouped`` plus shared blocks: a shared
 prefix is not copied — the sequence it came from is split in place into a block (its first tokens,
 never written again) and its own rest — and every request reading that block attends over it in
 one call per layer and step (outputs and log-sum-exp), over its own suffix separately, the two
-merged by log-sum-exp. ``arena`` is ``cascade`` with the running sequences' own KV in one slot
+merged by log-sum-exp. ``arena`` (the default) is ``cascade`` with the running sequences' own KV in one slot
 arena, (layers, 2, slots, kv_heads, ``slot_tokens``, dim): every request decoding a token attends
 over its own KV in one call per layer and step for the whole batch (one row block per slot, a mask
 per slot's length; its new key and value are written by one indexed store), instead of one call per
@@ -210,7 +210,7 @@ class BatchEngine:
         max_batch: int = 32,
         step_tokens: int = 512,
         cache_tokens: int = 65_536,
-        attention: str = "cascade",
+        attention: str = "arena",
         sampler: str = "batched",
         matmul: str = "fp32",
         slot_tokens: int = 1024,
@@ -246,7 +246,7 @@ class BatchEngine:
         self.slot_tokens = -(-max(64, slot_tokens) // 64) * 64
         self._arena: Any = None  # (layers, 2, max_batch, kv_heads, slot_tokens, dim), made at first use
         self._free_slots: list[int] = list(range(max_batch))  # a heap: the lowest free slot first
-        self._clean = 0  # the arena's first columns that hold finite values in every slot
+        self._clean = [0] * max_batch  # per slot: its first columns known to hold finite values
         self.batched_sampler = sampler == "batched"
         if matmul == "auto":
             from coworkenv.machine import native_bf16
@@ -916,7 +916,7 @@ class BatchEngine:
         slots = [int(spans[i][0].slot) for i in members]  # type: ignore[arg-type]
         lens = [spans[i][0].own + 1 for i in members]  # its own KV so far and the new token
         lo, hi, keys = min(slots), max(slots) + 1, max(lens)
-        self._clean_columns(keys)
+        self._clean_columns(range(lo, hi), keys)
         length = torch.ones(hi - lo, dtype=torch.long)  # a slot not decoding now reads one column
         length[torch.tensor(slots) - lo] = torch.tensor(lens)
         allowed = torch.arange(keys)[None, :] < length[:, None]
@@ -935,19 +935,21 @@ class BatchEngine:
             plain=(cols, idx[cols]) if len(cols) else None,
         )
 
-    def _clean_columns(self, keys: int) -> None:
-        """Zero the arena's columns up to ``keys`` (rounded up to 64) wherever no running sequence
-        has written them, once: a masked key is multiplied by zero, never meets a NaN left in memory."""
-        if keys <= self._clean:
-            return
+    def _clean_columns(self, slots: range, keys: int) -> None:
+        """Zero the first ``keys`` columns (rounded up to 64) of ``slots`` where nothing was written
+        yet, once per slot: a masked key read by the arena's call is multiplied by zero, never meets
+        a NaN left in memory. Only the slots a call reads are touched, so the arena's resident
+        memory follows the batch actually running."""
         new = min(self.slot_tokens, -(-keys // 64) * 64)
+        if all(self._clean[slot] >= new for slot in slots):
+            return
         seqs = [r.seq for r in self._running if r.seq is not None]
         written = {seq.slot: seq.own for seq in seqs if seq.slot is not None}
-        for slot in range(self.max_batch):
-            start = max(self._clean, written.get(slot, 0))
+        for slot in slots:
+            start = max(self._clean[slot], written.get(slot, 0))
             if start < new:
                 self._arena[:, :, slot, :, start:new] = 0
-        self._clean = new
+            self._clean[slot] = max(self._clean[slot], new)
 
     def _arena_attend(
         self, dec: _Decodes, li: int, q: Any, k: Any, v: Any, *, out: Any, scale: float

@@ -16,8 +16,9 @@ Engines (``engine=``): ``batched`` (the default for Llama-family models) serves 
 request together with continuous batching and a prefix KV cache
 (:mod:`coworkenv.proxy.backends.batching`); each request samples with its own seeded generator
 (seed, arrival number); its options ``step_tokens`` (chunked prefill: tokens per step),
-``attention`` (``cascade``, the default: requests sharing a prefix read its KV together;
-``arena``: that, and the decoding requests' own KV read in one call per layer; ``slot_tokens``),
+``attention`` (``arena``, the default: requests sharing a prefix read its KV together, and the
+decoding requests' own KV is read in one call per layer, slots of ``slot_tokens``; ``cascade``: the
+former only),
 ``sampler`` (``batched``, the default: one sampling pass per step, :func:`sample_batch`) and
 ``matmul`` (``fp32``, the default; ``bf16``; ``auto``: bf16 where the CPU computes it natively)
 are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
@@ -217,7 +218,7 @@ class EmbeddedBackend:
         max_batch: int = 32,
         cache_tokens: int = 65_536,
         step_tokens: int = 512,
-        attention: str = "cascade",
+        attention: str = "arena",
         sampler: str = "batched",
         matmul: str = "fp32",
         slot_tokens: int = 1024,
