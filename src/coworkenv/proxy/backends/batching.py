@@ -119,6 +119,7 @@ class _Decodes:
     spans: list[int]
     idx: Any
     slots: Any
+    local: Any  # slots - lo: each span's row block in the call
     pos: Any
     lo: int
     width: int
@@ -458,13 +459,17 @@ class BatchEngine:
         """Storage for a sequence's own KV of ``capacity`` tokens: an arena slot where it fits
         (``attention="arena"``; there is always a free slot for a running request), else a tensor of
         its own. Returns (kv, slot or None)."""
-        if not (self.use_arena and capacity <= self.slot_tokens and self._free_slots):
+        if not (self._fits(capacity) and self._free_slots):
             return self._alloc(capacity), None
         if self._arena is None:
             shape = (self.layers, 2, self.max_batch, self.kv_heads, self.slot_tokens, self.head_dim)
             self._arena = self._torch.empty(shape, dtype=self.dtype)
         slot = heapq.heappop(self._free_slots)
         return self._arena[:, :, slot], slot
+
+    def _fits(self, capacity: int) -> bool:
+        """Whether own KV of ``capacity`` tokens goes into an arena slot."""
+        return self.use_arena and capacity <= self.slot_tokens
 
     def _release(self, seq: _Seq | None, *, keep: bool = False) -> None:
         """Give ``seq``'s arena slot back; with ``keep`` (it goes to the prefix cache) its own KV
@@ -503,7 +508,7 @@ class BatchEngine:
             seq = self._cache.pop(best_key)
             seq.length = best_len
             del seq.ids[best_len:]
-            if seq.capacity < need or (self.use_arena and need - seq.base_len <= self.slot_tokens):
+            if seq.capacity < need or self._fits(need - seq.base_len):
                 kv, slot = self._own_kv(need - seq.base_len)
                 kv[:, :, :, : seq.own] = seq.kv[:, :, :, : seq.own]
                 seq.kv, seq.slot = kv, slot
@@ -927,6 +932,7 @@ class BatchEngine:
             spans=members,
             idx=idx,
             slots=torch.tensor(slots),
+            local=torch.tensor(slots) - lo,
             pos=torch.tensor(lens) - 1,
             lo=lo,
             width=hi - lo,
@@ -964,8 +970,7 @@ class BatchEngine:
         arena = self._arena[li]  # (2, slots, kv_heads, slot_tokens, dim)
         arena[0][dec.slots, :, dec.pos] = k[0].index_select(1, dec.idx).transpose(0, 1)
         arena[1][dec.slots, :, dec.pos] = v[0].index_select(1, dec.idx).transpose(0, 1)
-        rows = len(dec.spans)
-        local = dec.slots - dec.lo
+        rows, local = len(dec.spans), dec.local
         qs = torch.zeros((dec.width, kvh, heads // kvh, hd), dtype=q.dtype)
         qs[local] = q[0].index_select(1, dec.idx).view(kvh, heads // kvh, rows, hd).permute(2, 0, 1, 3)
         window = slice(dec.lo, dec.lo + dec.width)
