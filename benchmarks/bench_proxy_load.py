@@ -40,8 +40,8 @@ Per server and level:
 * ``load_cpu_util`` / ``server_cpu_util`` — CPU seconds / wall seconds of each process (well under
   1.0: not saturated).
 
-Both processes follow the runner's rule for many live rollouts (:func:`paced_collections` at
-``MANY_ROLLOUTS`` or more: the collector paced by the clock), as the proxy inside a run does.
+Both processes follow the runner's rule for many live rollouts (:func:`fewer_collections` at
+``MANY_ROLLOUTS`` or more), as the proxy inside a run does.
 
 The JSON names the date, commit, machine, load average at start and end, and the command.
 
@@ -81,10 +81,9 @@ from coworkenv.proxy.dialects.openai_chat import OpenAIChat
 from coworkenv.proxy.messages import Message
 from coworkenv.proxy.server import ProxyServer
 from coworkenv.proxy.sse import JSON_HEADERS
-from coworkenv.rollout.collector import paced_collections
 from coworkenv.rollout.harnesses.dialect_agent import chat_payload, json_object
 from coworkenv.rollout.loop import ScriptedUser, parse_assistant, post_json, rollout_client, system_prompt
-from coworkenv.rollout.runner import MANY_ROLLOUTS, UnassignedBackend, serve_app
+from coworkenv.rollout.runner import MANY_ROLLOUTS, UnassignedBackend, fewer_collections, serve_app
 from coworkenv.serve import to_json
 from coworkenv.serve.listen import serve_lifespan
 from coworkenv.services.trial import Trial, load_task
@@ -224,7 +223,7 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             Timed(store, "append", capture_s)
             app = proxy.app
         clock = ServerClock(app)
-        many = paced_collections() if n >= MANY_ROLLOUTS else contextlib.nullcontext()
+        many = fewer_collections() if n >= MANY_ROLLOUTS else contextlib.nullcontext()
         async with serve_app(clock) as url:
             gc.collect()
             rss_serving = rss_kb()
@@ -330,7 +329,7 @@ async def load(prefixes: list[str], ttft_s: float, max_calls: int) -> tuple[int,
     tasks = rig_tasks()
     added: list[float] = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    many = paced_collections() if len(prefixes) >= MANY_ROLLOUTS else contextlib.nullcontext()
+    many = fewer_collections() if len(prefixes) >= MANY_ROLLOUTS else contextlib.nullcontext()
     with many:  # one process plays many harnesses: its collector must not pause them all
         counts = await asyncio.gather(
             *(

@@ -30,7 +30,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from coworkenv.rollout.collector import paced_collections
 from coworkenv.rollout.execute import RolloutJob, RunContext, execute_rollout
 from coworkenv.rollout.harnesses import Harness, get_harness
 from coworkenv.rollout.record import FailureLabel, RolloutRecord, append_record
@@ -39,6 +38,7 @@ from coworkenv.rollout.runner import (
     RECORDS_FILE,
     BackendArg,
     RunSummary,
+    fewer_collections,
     new_rollout_id,
     open_session,
     plan_run,
@@ -63,7 +63,7 @@ class RolloutWorker:
         async with self._lock:
             if self._rc is None:
                 self._stack = contextlib.AsyncExitStack()
-                self._stack.enter_context(paced_collections())  # a worker holds many live rollouts
+                self._stack.enter_context(fewer_collections())  # a worker holds many live rollouts
                 self._rc = await self._stack.enter_async_context(
                     open_session(
                         self.backend, self.root / CALLS_DIR, self.root, timeout_cap_s=self.timeout_cap_s
