@@ -19,8 +19,11 @@ Measured here, in one process, torch at its default threads:
   request's own K and V and each shared block's once, in fp32) / bandwidth.
 
 ``achieved / bound`` per phase says how much room is left there for any engine doing the same work.
+``--profile-decode N`` also profiles N decode-only steps (``torch.profiler``) and reports the shares
+of CPU time by operator (decoder linears, the LM head, each attention call, the sampler's passes over
+the vocabulary, the rest); the profiler slows that run, so its times are not comparable.
 
-    .venv/bin/python benchmarks/roofline_generation.py [--matmul bf16|fp32] [--out PATH]
+    .venv/bin/python benchmarks/roofline_generation.py [--matmul bf16|fp32] [--profile-decode 30] [--out PATH]
 """
 
 from __future__ import annotations
@@ -88,6 +91,28 @@ def matmul_gflops(shapes: list[tuple[int, int]], dtype: torch.dtype, rows: int =
     return flops / best(run) / 1e9
 
 
+def decode_shares(prof: Any) -> dict[str, Any]:
+    """Self CPU time of the profiled decode steps by what the operator does, as shares."""
+    vocab = "49152"
+    parts: dict[str, float] = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        shapes = str(e.input_shapes)
+        if e.key == "aten::mm":
+            what = "LM head matmul (fp32)" if vocab in shapes else "decoder linears"
+        elif "flash_attention" in e.key:
+            q = e.input_shapes[0] if e.input_shapes else [1]
+            arena = bool(q) and q[0] > 1  # the arena's call has one batch row per slot
+            what = "flash attention, the arena's one call" if arena else "flash attention, shared block"
+        elif vocab in shapes:
+            what = "sampler passes over the vocabulary"
+        else:
+            what = "everything else (rotary, norms, merges, stores, views)"
+        parts[what] = parts.get(what, 0.0) + e.self_cpu_time_total / 1e6
+    total = sum(parts.values())
+    shares = {k: round(v / total, 3) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
+    return {"self_cpu_s": round(total, 3), "shares": shares}
+
+
 def run_engine(
     model: Any, args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], float, dict[str, int], Any]:
@@ -95,15 +120,26 @@ def run_engine(
     engine = BatchEngine(model, end_ids=frozenset(), decode=lambda ids: "", seed=0, matmul=args.matmul)
     steps: list[dict[str, Any]] = []
     step = engine._step
+    prof = torch.profiler.profile(record_shapes=True) if args.profile_decode else None
+    profiled = [0]
 
     def timed(batch: Any) -> None:
         prefill = sum(len(r.todo) > 1 for r in batch)
         seqs = [r.seq for r in batch if r.seq is not None]
         blocks = {id(q.base): q.base_len for q in seqs if q.base is not None}
         ctx = sum(q.own + 1 for q in seqs) + sum(blocks.values())  # a shared block is read once
+        watch = prof is not None and not prefill and len(batch) == args.requests
+        watch = watch and 0 <= profiled[0] < args.profile_decode
+        if watch and profiled[0] == 0:
+            prof.start()  # type: ignore[union-attr]
         t0 = time.perf_counter()
         step(batch)
         steps.append({"s": time.perf_counter() - t0, "prefill": prefill > 0, "rows": len(batch), "ctx": ctx})
+        if watch:
+            profiled[0] += 1
+            if profiled[0] == args.profile_decode:
+                prof.stop()  # type: ignore[union-attr]
+                steps[-1]["profile"] = decode_shares(prof)
 
     engine._step = timed
     gen = torch.Generator().manual_seed(0)
@@ -134,6 +170,12 @@ def main() -> None:
     ap.add_argument("--own", type=int, default=324, help="each request's own prompt tokens")
     ap.add_argument("--new", type=int, default=112, help="tokens decoded per request")
     ap.add_argument("--matmul", default="bf16", help="the engine's matmul option: bf16 or fp32")
+    ap.add_argument(
+        "--profile-decode",
+        type=int,
+        default=0,
+        help="also profile this many decode-only steps (torch.profiler): shares of CPU time by operator",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     load_start = os.getloadavg()
@@ -195,7 +237,16 @@ def main() -> None:
         },
         "other_s": round(wall - pre_s - dec_s, 2),
     }
-    path = args.out or RESULTS / f"roofline-generation-{dt.date.today().isoformat()}-{args.matmul}.json"
+    profiles = [s["profile"] for s in steps if "profile" in s]
+    if profiles:
+        out["decode_profile"] = {
+            "steps": args.profile_decode,
+            "note": "torch.profiler over that many decode-only steps: shares of the engine thread's self "
+            "CPU time by operator; the profiler slows the run, so this file's times are not comparable",
+            **profiles[0],
+        }
+    tag = "-profile" if args.profile_decode else ""
+    path = args.out or RESULTS / f"roofline-generation-{dt.date.today().isoformat()}-{args.matmul}{tag}.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
     print(f"wrote {path}")
