@@ -115,31 +115,33 @@ def decode_shares(prof: Any) -> dict[str, Any]:
 
 def run_engine(
     model: Any, args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], float, dict[str, int], Any]:
-    """The workload through a fresh engine, each step timed: (steps, wall s, engine counters, options)."""
+) -> tuple[list[dict[str, Any]], float, dict[str, int], Any, dict[str, Any]]:
+    """The workload through a fresh engine, each step timed: (steps, wall s, engine counters, options,
+    the decode profile's shares or {})."""
     engine = BatchEngine(model, end_ids=frozenset(), decode=lambda ids: "", seed=0, matmul=args.matmul)
     steps: list[dict[str, Any]] = []
     step = engine._step
     prof = torch.profiler.profile(record_shapes=True) if args.profile_decode else None
     profiled = [0]
+    shares: dict[str, Any] = {}
 
     def timed(batch: Any) -> None:
-        prefill = sum(len(r.todo) > 1 for r in batch)
+        prefill = any(len(r.todo) > 1 for r in batch)
         seqs = [r.seq for r in batch if r.seq is not None]
         blocks = {id(q.base): q.base_len for q in seqs if q.base is not None}
         ctx = sum(q.own + 1 for q in seqs) + sum(blocks.values())  # a shared block is read once
         watch = prof is not None and not prefill and len(batch) == args.requests
-        watch = watch and 0 <= profiled[0] < args.profile_decode
+        watch = watch and profiled[0] < args.profile_decode
         if watch and profiled[0] == 0:
             prof.start()  # type: ignore[union-attr]
         t0 = time.perf_counter()
         step(batch)
-        steps.append({"s": time.perf_counter() - t0, "prefill": prefill > 0, "rows": len(batch), "ctx": ctx})
+        steps.append({"s": time.perf_counter() - t0, "prefill": prefill, "rows": len(batch), "ctx": ctx})
         if watch:
             profiled[0] += 1
             if profiled[0] == args.profile_decode:
                 prof.stop()  # type: ignore[union-attr]
-                steps[-1]["profile"] = decode_shares(prof)
+                shares.update(decode_shares(prof))
 
     engine._step = timed
     gen = torch.Generator().manual_seed(0)
@@ -160,7 +162,7 @@ def run_engine(
     stats = {k: v - before.get(k, 0) for k, v in engine.stats.as_dict().items()}
     assert all(len(r.output_ids) == args.new for r in results)
 
-    return steps, wall, stats, engine.options
+    return steps, wall, stats, engine.options, shares
 
 
 def main() -> None:
@@ -191,11 +193,10 @@ def main() -> None:
     bw = bandwidth_gbs()
     gflops = {"fp32": matmul_gflops(shapes, torch.float32), "bf16": matmul_gflops(shapes, torch.bfloat16)}
 
-    steps, wall, stats, options = run_engine(model, args)
+    steps, wall, stats, options, profile = run_engine(model, args)
 
     width = 2 if run_dtype == torch.bfloat16 else 4
-    kv_per_token = layers * 2 * int(getattr(cfg, "num_key_value_heads", cfg.num_attention_heads))
-    kv_per_token *= int(cfg.hidden_size) // int(cfg.num_attention_heads) * 4
+    kv_per_token = layers * 2 * shapes[1][1] * 4  # K and V (the k projection's width) per layer, fp32
     pre = [s for s in steps if s["prefill"]]
     dec = [s for s in steps if not s["prefill"]]
     pre_s, dec_s = sum(s["s"] for s in pre), sum(s["s"] for s in dec)
@@ -237,13 +238,12 @@ def main() -> None:
         },
         "other_s": round(wall - pre_s - dec_s, 2),
     }
-    profiles = [s["profile"] for s in steps if "profile" in s]
-    if profiles:
+    if profile:
         out["decode_profile"] = {
             "steps": args.profile_decode,
             "note": "torch.profiler over that many decode-only steps: shares of the engine thread's self "
             "CPU time by operator; the profiler slows the run, so this file's times are not comparable",
-            **profiles[0],
+            **profile,
         }
     tag = "-profile" if args.profile_decode else ""
     path = args.out or RESULTS / f"roofline-generation-{dt.date.today().isoformat()}-{args.matmul}{tag}.json"
