@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 
@@ -41,10 +42,31 @@ def test_simulated_backend_paces_the_inner_turn_and_gives_deterministic_logprobs
     assert backend.timings[-1][1] == pytest.approx(expected)
     plain = asyncio.run(ScriptedBackend.from_reference(spec).complete(request))
     assert made.output_ids == plain.output_ids
+    assert made.prompt_ids == plain.prompt_ids
+    assert type(made.prompt_ids) is tuple
     assert made.turn == plain.turn
     assert made.logprobs == tuple(simulated_logprob(t, i) for i, t in enumerate(made.output_ids))
     assert all(-2.0 <= lp < 0.0 for lp in made.logprobs)
     assert len(set(made.logprobs)) > 1
+
+
+def test_simulated_backend_holds_no_prompt_tuple_while_it_generates() -> None:
+    """A call in flight keeps its prompt's ids out of the cyclic collector's reach (an ``array``): a
+    young collection at 1,000 live calls walked thousands of ints per call otherwise."""
+    spec = builtin_task(M1003)
+    request = ChatRequest(messages=(Message(role="user", content=spec.request),))
+    prompt = asyncio.run(ScriptedBackend.from_reference(spec).complete(request)).prompt_ids
+    assert len(prompt) > 50
+
+    async def probe() -> list[int]:
+        backend = SimulatedBackend(ScriptedBackend.from_reference(spec), ttft_s=0.3, tpot_s=0.0)
+        call = asyncio.ensure_future(backend.complete(request))
+        await asyncio.sleep(0.15)  # the call is generating
+        tracked = [len(o) for o in gc.get_objects() if type(o) is tuple and o is not prompt and o == prompt]
+        assert (await call).prompt_ids == prompt
+        return tracked
+
+    assert asyncio.run(probe()) == []
 
 
 def test_simulated_specs_are_checked() -> None:
