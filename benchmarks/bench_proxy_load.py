@@ -99,6 +99,9 @@ SAMPLE_S = 0.1
 class NullStore(CaptureStore):
     """A capture store that keeps nothing (the ``nocapture`` server)."""
 
+    def create(self, rollout_id: str) -> None:
+        return None
+
     def append(self, call: CapturedCall) -> None:
         return None
 

@@ -53,6 +53,25 @@ def test_the_store_writes_lines_read_calls_reads_back(tmp_path: Path) -> None:
     assert read == calls
 
 
+def test_opening_a_rollout_creates_its_file_and_keeps_a_resumed_ones_calls(tmp_path: Path) -> None:
+    """The file exists before the first call (its creation is not on a call's latency); creating it
+    again, as a resumed rollout's open does, keeps what it holds."""
+    from coworkenv.proxy.backends.scripted import Script, ScriptedBackend
+    from coworkenv.proxy.server import ProxyServer
+
+    store = CaptureStore(tmp_path)
+    proxy = ProxyServer(ScriptedBackend(Script((), "ok")), store)
+    proxy.open_rollout("r-1")
+    assert store.path("r-1").read_bytes() == b""
+    assert read_calls(store.path("r-1")) == ([], [])
+    first = _call(0, 300)
+    store.append(first)
+    proxy.close_rollout("r-1")
+    again = ProxyServer(ScriptedBackend(Script((), "ok")), store)  # a new process resumes the rollout
+    again.open_rollout("r-1")
+    assert read_calls(store.path("r-1")) == ([first], [])
+
+
 def test_text_with_unicode_line_separators_stays_one_record(tmp_path: Path) -> None:
     """U+2028, U+2029 and U+0085 are written raw inside JSON strings; a reader that split lines with
     ``str.splitlines`` cut such a record in two and dropped it as unreadable."""

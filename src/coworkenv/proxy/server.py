@@ -220,6 +220,7 @@ class ProxyServer:
             next_seq=previous.next_seq if previous else self._stored_count(rollout_id),
             last_change=time.monotonic(),
         )
+        self._store.create(rollout_id)  # the file exists before the first call: not on its latency
         return f"/r/{rollout_id}/{secret}"
 
     def _stored_count(self, rollout_id: str) -> int:

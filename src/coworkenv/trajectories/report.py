@@ -113,8 +113,8 @@ def process_dir(
                 continue
             seen.add(rec.rollout_id)
             path = calls_path(root, rec.rollout_id)
-            if rec.status == "ok" and not path.exists():
-                report.problems.append(f"{rec.rollout_id}: no {path.name}")
+            if rec.status == "ok" and (not path.exists() or path.stat().st_size == 0):
+                report.problems.append(f"{rec.rollout_id}: no captured call in {path.name}")
             rep, n = analyze(rec, path, cfg, sink, trees_sink)
             report.samples_written += n
             report.rollouts.append(rep)
