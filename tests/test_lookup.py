@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
+import torch
 
+from coworkenv.proxy.backends.embedded import accept_draft
 from coworkenv.proxy.backends.lookup import PromptLookup, acceptance
 
 
@@ -79,3 +82,44 @@ def test_bad_settings_and_ids_are_refused() -> None:
         PromptLookup([1], max_n=4)
     with pytest.raises(ValueError, match="20 bits"):
         PromptLookup([1, 2, 1 << 21])
+
+
+# ---------------------------------------------------------------- verifying a draft
+
+
+def _rows(*probs: list[float]) -> torch.Tensor:
+    return torch.tensor(probs, dtype=torch.float32).log()
+
+
+def test_an_accepted_or_corrected_draft_token_is_distributed_as_the_model_says() -> None:
+    """Whatever the draft, the first emitted token follows row 0 (speculative sampling is exact)."""
+    p0 = [0.5, 0.2, 0.15, 0.1, 0.05]
+    logp = _rows(p0, [0.1, 0.1, 0.1, 0.1, 0.6])
+    n = 40_000
+    for draft_token in (0, 1, 4):
+        gen = torch.Generator().manual_seed(draft_token)
+        counts = [0] * 5
+        second = [0] * 5
+        for _ in range(n):
+            got = accept_draft(logp, [draft_token], 1.0, gen)
+            counts[got[0][0]] += 1
+            assert got[0][1] == pytest.approx(math.log(p0[got[0][0]]), abs=1e-6)
+            if got[0][0] == draft_token:  # accepted: a second token, from row 1
+                assert len(got) == 2
+                second[got[1][0]] += 1
+            else:
+                assert len(got) == 1
+        for p, c in zip(p0, counts, strict=True):
+            assert abs(c / n - p) < 4 * math.sqrt(p * (1 - p) / n), (draft_token, counts)
+        kept = sum(second)
+        assert abs(second[4] / kept - 0.6) < 4 * math.sqrt(0.24 / kept)
+
+
+def test_a_draft_outside_top_p_is_never_accepted_and_greedy_keeps_the_argmax_run() -> None:
+    logp = torch.tensor([[0.0, float("-inf"), float("-inf")], [math.log(0.5), math.log(0.5), float("-inf")]])
+    gen = torch.Generator().manual_seed(0)
+    assert all(accept_draft(logp, [2], 1.0, gen)[0][0] == 0 for _ in range(200))
+    greedy = _rows([0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8])
+    assert [t for t, _ in accept_draft(greedy, [0, 1], 0.0, gen)] == [0, 1, 2]  # both right, then a bonus
+    assert [t for t, _ in accept_draft(greedy, [0, 2], 0.0, gen)] == [0, 1]  # the second corrected
+    assert [t for t, _ in accept_draft(greedy, [1, 1], 0.0, gen)] == [0]

@@ -180,6 +180,50 @@ def sample_batch(
     return tokens, [float(v) for v in picked]
 
 
+def accept_draft(
+    logp: Any, draft: Sequence[int], temperature: float, generator: Any
+) -> list[tuple[int, float]]:
+    """Speculative sampling of a deterministic draft (e.g. prompt lookup): the tokens to emit, each
+    with its logprob.
+
+    ``logp`` (len(draft) + 1, vocab) holds the processed log-probabilities
+    (:func:`processed_logprobs`) at the position of each draft token and after the last one. Draft
+    token ``d`` at row ``i`` is accepted with probability ``p_i(d)`` (one uniform draw from
+    ``generator``); at the first rejection the token is drawn from ``p_i`` without ``d``,
+    renormalized, and nothing after it is kept; when every draft token is accepted one more is drawn
+    from the last row. Each emitted token is then distributed exactly as ``p_i`` (speculative
+    sampling with a point-mass draft), so its logprob is ``log p_i(token)`` — the same contract as
+    sampling without a draft, and what the trainer's IS correction expects. ``temperature <= 0``
+    (greedy): accepted while the draft token is the row's argmax, then the argmax."""
+    import torch
+
+    out: list[tuple[int, float]] = []
+    for i, row in enumerate(logp):
+        d = draft[i] if i < len(draft) else None
+        if temperature <= 0:
+            best = int(torch.argmax(row))
+            out.append((best, float(row[best])))
+            if d is None or best != d:
+                return out
+            continue
+        if d is not None:
+            p_d = float(row[d].exp())
+            if float(torch.rand(1, generator=generator, dtype=torch.float64)) < p_d:
+                out.append((d, float(row[d])))
+                continue
+        probs = row.exp().double()
+        if d is not None:
+            probs[d] = 0.0
+        cdf = torch.cumsum(probs, dim=-1)
+        u = torch.rand(1, generator=generator, dtype=torch.float64) * cdf[-1]
+        t = min(int(torch.searchsorted(cdf, u, right=True)), int(row.shape[0]) - 1)
+        if float(probs[t]) <= 0:  # u·total rounded onto the total: the last possible token
+            t = int(torch.nonzero(probs > 0)[-1])
+        out.append((t, float(row[t])))
+        return out
+    return out
+
+
 def processed_logprobs_sorted(logits: Any, temperature: float, top_p: float) -> Any:
     """:func:`processed_logprobs` by one sort of the whole vocabulary (the reference)."""
     import torch
