@@ -489,3 +489,35 @@ def test_a_long_prompt_is_prefilled_in_chunks_beside_the_decodes(tiny: Any, toke
     assert len(mixed) >= 5  # 150 tokens in chunks of at most 31
     assert all(sum(n for _, n in p) <= 32 for p in plans)
     assert sum(1 for p in mixed if any(out > 0 and n == 1 for out, n in p)) >= 4  # decoding beside
+
+
+def test_speculative_decoding_keeps_the_greedy_tokens_and_logprobs(tiny: Any, tokenizer: Any) -> None:
+    """Prompt-lookup drafts verified in the step after: the same greedy tokens and logprobs (within
+    fp32 rounding: the draft's positions attend as a chunk) as decoding one token a step, in every
+    attention mode, with drafts fed and some accepted."""
+    for mode in ("arena", "cascade", "per_request"):
+        prompts, (plain, plain_stats) = shared_prefix_workload(tiny, tokenizer, attention=mode)
+        _, (spec, stats) = shared_prefix_workload(tiny, tokenizer, attention=mode, speculate=4)
+        assert stats.drafted > 0
+        assert 0 < stats.draft_accepted <= stats.drafted
+        assert stats.steps < plain_stats.steps  # accepted drafts saved forwards
+        for a, b in zip(spec, plain, strict=True):
+            assert a.output_ids == b.output_ids
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+            assert a.finish_reason == b.finish_reason
+
+
+async def test_speculative_sampling_logs_the_sampled_distributions_logprobs(tiny: Any, tokenizer: Any) -> None:
+    """Sampled (the speculative-sampling path; a low temperature so the random model repeats itself
+    and drafts occur): every logprob is the processed distribution's at the token, as recomputed."""
+    b = backend(tiny, tokenizer, temperature=0.05, top_p=0.9, speculate=4)
+    assert b.engine is not None
+    assert b.engine.options["speculate"] == "4"
+    comps = await asyncio.gather(*(b.complete(request(f"ticket {i}", 24)) for i in range(4)))
+    assert b.engine.stats.draft_accepted > 0
+    for c in comps:
+        assert 0 < len(c.output_ids) <= 24
+        assert c.logprobs == pytest.approx(recomputed(tiny, c, 0.05, 0.9), abs=1e-4)
+    b.close()
+    with pytest.raises(BackendError, match="speculate"):
+        engine(tiny, tokenizer, speculate=99)

@@ -12,7 +12,9 @@
   read in one call per layer from a slot arena of ``slot_tokens`` per request, 1024; ``cascade``:
   the shared prefix only; ``grouped``; or ``per_request``),
   ``sampler`` (``batched``, the default; or ``per_row``), ``matmul`` (``fp32``, the default;
-  ``bf16``; ``auto``: bf16 where the CPU computes it natively).
+  ``bf16``; ``auto``: bf16 where the CPU computes it natively), ``speculate`` (up to N draft tokens
+  a step by prompt lookup, verified by speculative sampling: the same distribution and logprobs;
+  0, the default, is off).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
   ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
 * ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
@@ -44,7 +46,16 @@ from coworkenv.proxy.backends.base import Backend, BackendError, Completion
 KINDS = ("embedded", "scripted", "simulated", "vllm", "sglang", "openai", "passthrough")
 
 _FLOATS = ("temperature", "top_p", "fault_rate")
-_INTS = ("seed", "max_tokens", "fault_seed", "max_batch", "cache_tokens", "step_tokens", "slot_tokens")
+_INTS = (
+    "seed",
+    "max_tokens",
+    "fault_seed",
+    "max_batch",
+    "cache_tokens",
+    "step_tokens",
+    "slot_tokens",
+    "speculate",
+)
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
@@ -115,6 +126,7 @@ def make_backend(spec: str) -> Backend:
                 "slot_tokens",
                 "sampler",
                 "matmul",
+                "speculate",
             ),
         )
         if "max_tokens" in opts:

@@ -44,6 +44,14 @@ training; attention, KV, norms, the LM head and logprobs stay float32); ``auto``
 the CPU computes bf16 natively; ``fp32`` is the default. Its logprobs then differ from the
 trainer's fp32 recomputation by bf16 rounding (measured by ``benchmarks/bench_generation.py``).
 
+Speculative decoding (``speculate=K``, off by default): after each token a decoding request proposes
+up to K draft tokens by prompt lookup (:class:`~coworkenv.proxy.backends.lookup.PromptLookup`: what
+followed the latest earlier occurrence of its last tokens in its own prompt and output) and feeds
+them with its token in the next step, a chunk with its causal mask; the logits at every position
+are checked by speculative sampling (:func:`~coworkenv.proxy.backends.embedded.accept_draft`), so
+each emitted token has exactly the distribution and logprob a plain step would have given it, and
+the KV of rejected positions is overwritten later. A request with no draft decodes as before.
+
 :meth:`BatchEngine.swap` runs a weight change between steps once the running requests have finished
 (no new request is admitted meanwhile), then drops the prefix cache, so no response ever mixes two
 policies. A failure inside a step fails only the requests that step touched;
@@ -63,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coworkenv.proxy.backends.base import BackendError
+from coworkenv.proxy.backends.lookup import PromptLookup
 from coworkenv.proxy.messages import FinishReason
 
 log = logging.getLogger(__name__)
@@ -72,6 +81,7 @@ MIN_SHARED = 16  # shorter common prefixes are not worth a copy
 ATTENTIONS = ("cascade", "arena", "grouped", "per_request")
 SAMPLERS = ("batched", "per_row")
 MATMULS = ("fp32", "bf16", "auto")
+MAX_SPECULATE = 16
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,8 @@ class EngineStats:
     max_batch_seen: int = 0
     shared_rows: int = 0  # query rows that read a shared prefix block together with others
     arena_rows: int = 0  # decoding rows that attended over their own KV in the arena's one call
+    drafted: int = 0  # prompt-lookup draft tokens fed for verification (``speculate``)
+    draft_accepted: int = 0  # of them, kept: each one a token made without a forward of its own
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -181,6 +193,8 @@ class _Request:
     cached: int = 0
     version: str = ""
     cancelled: bool = False
+    look: PromptLookup | None = None  # the prompt and output so far, indexed for drafts
+    draft: list[int] = field(default_factory=list)  # todo[1:] when it is a draft to verify
 
 
 def supports(model: Any) -> bool:
@@ -215,12 +229,17 @@ class BatchEngine:
         sampler: str = "batched",
         matmul: str = "fp32",
         slot_tokens: int = 1024,
+        speculate: int = 0,
     ) -> None:
         if attention not in ATTENTIONS or sampler not in SAMPLERS or matmul not in MATMULS:
             raise BackendError(
                 "invalid_option",
                 f"attention={attention!r} sampler={sampler!r} matmul={matmul!r}: use attention in "
                 f"{ATTENTIONS}, sampler in {SAMPLERS}, matmul in {MATMULS}",
+            )
+        if not 0 <= speculate <= MAX_SPECULATE:
+            raise BackendError(
+                "invalid_option", f"speculate={speculate}: use 0 (off) to {MAX_SPECULATE} draft tokens a step"
             )
         if not supports(model):
             kind = getattr(getattr(model, "config", None), "model_type", "?")
@@ -255,10 +274,12 @@ class BatchEngine:
             matmul = "bf16" if native_bf16() else "fp32"
         self.bf16 = matmul == "bf16" and self.dtype == torch.float32
         weights = "fp32" if self.dtype == torch.float32 else str(self.dtype).removeprefix("torch.")
+        self.speculate = speculate
         self.options = {
             "attention": attention,
             "sampler": sampler,
             "matmul": "bf16" if self.bf16 else weights,
+            **({"speculate": str(speculate)} if speculate else {}),
         }
         self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> bf16 (weight, bias), fused per owner
         self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -587,12 +608,13 @@ class BatchEngine:
     # ------------------------------------------------------------------ one step
 
     def _plan(self, batch: Sequence[_Request]) -> list[tuple[_Request, int]]:
-        """(request, tokens to feed this step): every decoding request 1, prefills share the rest."""
-        decoding = [(r, 1) for r in batch if len(r.todo) == 1]
-        budget = self.step_tokens - len(decoding)
+        """(request, tokens to feed this step): every decoding request its token (and its draft, in
+        full), prefills share the rest."""
+        decoding = [(r, len(r.todo)) for r in batch if r.out or len(r.todo) == 1]
+        budget = self.step_tokens - sum(n for _, n in decoding)
         plan = list(decoding)
         for req in batch:
-            if len(req.todo) > 1 and budget > 0:
+            if not req.out and len(req.todo) > 1 and budget > 0:
                 n = min(len(req.todo), budget)
                 plan.append((req, n))
                 budget -= n
@@ -611,9 +633,14 @@ class BatchEngine:
             hidden = self._forward(plan, torch.tensor([ids]), torch.tensor([pos]))
         ends: list[int] = []
         finishing: list[_Request] = []
+        verifying: list[tuple[_Request, int, int]] = []
         offset = 0
         for req, n in plan:
             assert req.seq is not None
+            if req.draft:  # its token and a draft: what the KV keeps is decided by the verification
+                verifying.append((req, offset, n))
+                offset += n
+                continue
             req.seq.ids += req.todo[:n]
             req.seq.length += n
             req.todo = req.todo[n:]
@@ -627,28 +654,40 @@ class BatchEngine:
                 finishing.append(req)
         self.stats.steps += 1
         self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(batch))
-        if not finishing:
+        if not finishing and not verifying:
             return
+        rows = ends + [i for _, s, n in verifying for i in range(s, s + n)]
         with torch.inference_mode():
-            logits = self.model.lm_head(hidden[0, ends])  # fp32 always: a few rows a step
-        done: list[_Request] = []
-        if self.batched_sampler:
-            from coworkenv.proxy.backends.embedded import sample_batch
-
-            tokens, lps = sample_batch(
-                logits,
-                [r.temperature for r in finishing],
-                [r.top_p for r in finishing],
-                [r.generator for r in finishing],
-            )
-            done = [r for r, t, lp in zip(finishing, tokens, lps, strict=True) if self._advance(r, t, lp)]
-        else:
-            done = [r for r, row in zip(finishing, logits, strict=True) if self._sample(r, row)]
+            every = self.model.lm_head(hidden[0, rows])  # fp32 always: a few rows a step
+        logits, checked = every[: len(ends)], every[len(ends) :]
+        done = self._next_tokens(finishing, logits)
+        at = 0
+        for req, _, n in verifying:
+            if self._verify(req, checked[at : at + n]):
+                done.append(req)
+            at += n
         if done:
             with self._cond:
                 self._running = [r for r in self._running if r not in done]
                 for req in done:
                     self._retire(req)
+
+    def _next_tokens(self, finishing: Sequence[_Request], logits: Any) -> list[_Request]:
+        """Sample a token for each of ``finishing`` (row ``i`` of ``logits`` is its last position's);
+        returns those that finished."""
+        if not finishing:
+            return []
+        if not self.batched_sampler:
+            return [r for r, row in zip(finishing, logits, strict=True) if self._sample(r, row)]
+        from coworkenv.proxy.backends.embedded import sample_batch
+
+        tokens, lps = sample_batch(
+            logits,
+            [r.temperature for r in finishing],
+            [r.top_p for r in finishing],
+            [r.generator for r in finishing],
+        )
+        return [r for r, t, lp in zip(finishing, tokens, lps, strict=True) if self._advance(r, t, lp)]
 
     def _sample(self, req: _Request, row: Any) -> bool:
         """Sample the next token of ``req`` alone (``sampler="per_row"``); see :meth:`_advance`."""
@@ -675,10 +714,45 @@ class BatchEngine:
             finish = "length"
         if finish is None:
             req.todo = [token]
+            if self.speculate:
+                self._propose(req)
             return False
         if not req.future.done():
             req.future.set_result(Generation(tuple(req.out), tuple(req.lps), finish, req.version, req.cached))
         return True
+
+    def _propose(self, req: _Request) -> None:
+        """A prompt-lookup draft after ``req``'s last token (``speculate``), within its token budget:
+        its KV positions stay inside the capacity reserved for prompt + ``max_new``."""
+        if req.look is None:
+            req.look = PromptLookup(req.prompt)
+        look = req.look
+        look.extend(req.out[len(look.ids) - len(req.prompt) :])
+        room = req.max_new - len(req.out) - 1
+        req.draft = list(look.propose(min(self.speculate, room))) if room > 0 else []
+        req.todo = [req.todo[0], *req.draft]
+
+    def _verify(self, req: _Request, logits: Any) -> bool:
+        """``req`` fed its token and a draft this step; ``logits`` at each of those positions. The
+        draft's accepted prefix is kept (:func:`~coworkenv.proxy.backends.embedded.accept_draft`:
+        every token emitted is distributed as, and logged with the logprob of, the distribution a
+        plain step would have sampled it from), the KV of the rejected positions is left to be
+        overwritten, and the tokens go through :meth:`_advance` one by one (a stop ends them)."""
+        from coworkenv.proxy.backends.embedded import accept_draft, processed_logprobs_batch
+
+        seq = req.seq
+        assert seq is not None
+        n = int(logits.shape[0])
+        logp = processed_logprobs_batch(logits, [req.temperature] * n, [req.top_p] * n)
+        emitted = accept_draft(logp, req.draft, req.temperature, req.generator)
+        keep = len(emitted)  # the token fed and the draft tokens accepted
+        seq.ids += req.todo[:keep]
+        seq.length += keep
+        self.stats.decoded += keep
+        self.stats.drafted += len(req.draft)
+        self.stats.draft_accepted += keep - 1
+        req.todo, req.draft = [], []
+        return any(self._advance(req, token, lp) for token, lp in emitted)
 
     # ------------------------------------------------------------------ the model
 

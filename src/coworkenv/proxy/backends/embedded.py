@@ -21,7 +21,8 @@ decoding requests' own KV is read in one call per layer, slots of ``slot_tokens`
 former only),
 ``sampler`` (``batched``, the default: one sampling pass per step, :func:`sample_batch`) and
 ``matmul`` (``fp32``, the default; ``bf16``; ``auto``: bf16 where the CPU computes it natively)
-are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
+and ``speculate`` (draft tokens per step by prompt lookup, verified by speculative sampling; 0 = off,
+the default) are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
 architectures: one request at a time under a lock, a full prefill every call, one generator
 advanced call after call. Either way generation runs off the event loop; ``set_weights`` waits
 until no response is in progress (new ones wait for it), so weights never change in the middle of
@@ -266,6 +267,7 @@ class EmbeddedBackend:
         sampler: str = "batched",
         matmul: str = "fp32",
         slot_tokens: int = 1024,
+        speculate: int = 0,
     ) -> None:
         import torch
 
@@ -300,6 +302,7 @@ class EmbeddedBackend:
                 sampler=sampler,
                 matmul=matmul,
                 slot_tokens=slot_tokens,
+                speculate=speculate,
             )
 
     @classmethod
