@@ -20,7 +20,10 @@ Arms (``--arms``):
   and every decoding request's own KV read in one call per layer from a slot arena), ``batched-sampler``
   (``sampler=batched`` only), ``batched-bf16`` (``matmul=bf16`` only: bf16 copies of the linears'
   weights, fp32 attention, KV and logprobs), and ``batched-all`` (every lever: the arena, the batched
-  sampler, and bf16 only where the CPU computes it natively, ``matmul=auto``).
+  sampler, and bf16 only where the CPU computes it natively, ``matmul=auto``); ``batched-speculate``
+  and ``batched-all-speculate`` are ``batched`` and ``batched-all`` with prompt-lookup speculative
+  decoding (``speculate=4``: up to 4 draft tokens a step, verified by speculative sampling; the row's
+  ``engine`` counters say how many were drafted and accepted) — compare each with its arm without.
   Every embedded arm's row also holds ``logprob_mismatch``: the captured logprobs of its first
   ``--mismatch-calls`` calls against the trainer's fp32 recomputation (``rl.packing.
   forward_logprobs``) and the truncated-IS statistics at the RL default cap 2.0;
@@ -77,6 +80,8 @@ LEVER_ARMS = {
     "batched-sampler": "&attention=per_request&sampler=batched&matmul=fp32",
     "batched-bf16": "&attention=per_request&sampler=per_row&matmul=bf16",
     "batched-all": "&attention=arena&sampler=batched&matmul=auto",
+    "batched-speculate": "&attention=arena&sampler=batched&matmul=fp32&speculate=4",
+    "batched-all-speculate": "&attention=arena&sampler=batched&matmul=auto&speculate=4",
 }
 
 
