@@ -124,20 +124,26 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Decodes:
-    """One step's plan for the arena's one call: the spans decoding from a slot (their indices),
-    their flat query positions, slots and own positions (where the new key goes), the slot range
-    ``lo`` .. ``lo + width`` read, the keys read per slot and an additive mask of them per slot."""
+    """One step's plan for the arena's one call: the spans fed from a slot (their indices and rows
+    each: a decode token, and with ``speculate`` its draft), every such row's flat query position,
+    slot and own position (where its key goes), the slot range ``lo`` .. ``lo + width`` read with
+    ``depth`` query rows per slot, ``src`` the flat position each of the call's (slot, row) reads its
+    query from (padding reads position 0, masked to one column, discarded), ``dst`` the call's
+    (slot, row) of each span row, the keys read per slot and an additive causal mask per (slot, row)."""
 
     spans: list[int]
+    rows: list[int]
     idx: Any
     slots: Any
-    local: Any  # slots - lo: each span's row block in the call
     pos: Any
     lo: int
     width: int
+    depth: int
+    src: Any
+    dst: Any
     keys: int
     mask: Any
-    plain: tuple[Any, Any] | None  # (rows of the call, flat positions) of the spans without a base
+    plain: tuple[Any, Any] | None  # (span rows of the call, flat positions) of the spans without a base
 
 
 @dataclass(frozen=True)
@@ -873,7 +879,7 @@ class BatchEngine:
         self.stats.shared_rows += sum(int(c.idx.shape[0]) for c in cascades if len(c.members) > 1)
         dec = self._decodes_plan(spans) if self._arena is not None else None
         if dec is not None:
-            self.stats.arena_rows += len(dec.spans)
+            self.stats.arena_rows += sum(dec.rows)
         return spans, cascades, dec
 
     def _own_attend(
@@ -986,33 +992,65 @@ class BatchEngine:
         out[0].index_copy_(1, idx, merged.to(out.dtype))
 
     def _decodes_plan(self, spans: Sequence[tuple[_Seq, int, int, Any]]) -> _Decodes | None:
-        """The :class:`_Decodes` of this step's spans decoding one token from an arena slot (None
-        when there are none). Makes the columns every slot's mask reads finite first."""
+        """The :class:`_Decodes` of this step's spans fed from an arena slot — one token, or with
+        ``speculate`` a token and its draft (at most ``1 + speculate`` rows) — None when there are
+        none. Makes the columns every slot's mask reads finite first."""
         torch = self._torch
-        members = [i for i, (seq, _, n, _) in enumerate(spans) if n == 1 and seq.slot is not None]
+        depth_max = 1 + self.speculate
+        members = [i for i, (seq, _, n, _) in enumerate(spans) if n <= depth_max and seq.slot is not None]
         if not members:
             return None
+        rows = [spans[i][2] for i in members]
         slots = [int(spans[i][0].slot) for i in members]  # type: ignore[arg-type]
-        lens = [spans[i][0].own + 1 for i in members]  # its own KV so far and the new token
-        lo, hi, keys = min(slots), max(slots) + 1, max(lens)
+        pasts = [spans[i][0].own for i in members]  # its own KV before this step's rows
+        lo, hi = min(slots), max(slots) + 1
+        depth, keys = max(rows), max(p + n for p, n in zip(pasts, rows, strict=True))
         self._clean_columns(range(lo, hi), keys)
-        length = torch.ones(hi - lo, dtype=torch.long)  # a slot not decoding now reads one column
-        length[torch.tensor(slots) - lo] = torch.tensor(lens)
-        allowed = torch.arange(keys)[None, :] < length[:, None]
-        mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None, None, :]
-        idx = torch.tensor([spans[i][1] for i in members])
-        cols = torch.tensor([j for j, i in enumerate(members) if spans[i][0].base is None], dtype=torch.long)
+        width = hi - lo
+        limit = [1] * (width * depth)  # keys each (slot, row) reads; padding reads one column
+        src = [0] * (width * depth)
+        idx: list[int] = []
+        row_slots: list[int] = []
+        pos: list[int] = []
+        dst: list[int] = []
+        for i, slot, past, n in zip(members, slots, pasts, rows, strict=True):
+            first, start = (slot - lo) * depth, spans[i][1]
+            limit[first : first + n] = range(past + 1, past + n + 1)  # causal: row r reads past + r + 1
+            src[first : first + n] = range(start, start + n)
+            idx += range(start, start + n)
+            row_slots += [slot] * n
+            pos += range(past, past + n)
+            dst += range(first, first + n)
+        lim = torch.tensor(limit).view(width, depth)
+        allowed = torch.arange(keys)[None, None, :] < lim[:, :, None]  # (width, depth, keys)
+        allowed = allowed.repeat_interleave(self.heads // self.kv_heads, dim=1)  # rows: r * rep + e
+        mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None]
+        flat = torch.tensor(idx)
+        at = 0
+        cols: list[int] = []
+        for i, n in zip(members, rows, strict=True):
+            if spans[i][0].base is None:
+                cols += range(at, at + n)
+            at += n
+        plain = (
+            (torch.tensor(cols, dtype=torch.long), flat[torch.tensor(cols, dtype=torch.long)])
+            if cols
+            else None
+        )
         return _Decodes(
             spans=members,
-            idx=idx,
-            slots=torch.tensor(slots),
-            local=torch.tensor(slots) - lo,
-            pos=torch.tensor(lens) - 1,
+            rows=rows,
+            idx=flat,
+            slots=torch.tensor(row_slots),
+            pos=torch.tensor(pos),
             lo=lo,
-            width=hi - lo,
+            width=width,
+            depth=depth,
+            src=torch.tensor(src),
+            dst=torch.tensor(dst),
             keys=keys,
             mask=mask,
-            plain=(cols, idx[cols]) if len(cols) else None,
+            plain=plain,
         )
 
     def _clean_columns(self, slots: range, keys: int) -> None:
@@ -1035,28 +1073,34 @@ class BatchEngine:
         self, dec: _Decodes, li: int, q: Any, k: Any, v: Any, *, out: Any, scale: float
     ) -> dict[int, tuple[Any, Any]]:
         """Layer ``li`` for the spans of ``dec``: their new keys and values stored in their slots,
-        then one attention call over the slots ``dec.lo ..`` (each slot's query heads as rows, its
-        mask cutting its own length). A span without a base gets its output in ``out``; returns, per
-        span index, its (heads, 1, dim) output and (heads, 1) log-sum-exp over its own KV (a span
-        with a base merges them with its block's in :meth:`_cascade`)."""
-        torch = self._torch
+        then one attention call over the slots ``dec.lo ..`` (each slot's rows × query heads as the
+        call's rows, its causal mask cutting its own length). A span without a base gets its output
+        in ``out``; returns, per span index, its (heads, rows, dim) output and (heads, rows)
+        log-sum-exp over its own KV (a span with a base merges them with its block's in
+        :meth:`_cascade`)."""
         heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
+        rep, width, depth = heads // kvh, dec.width, dec.depth
         arena = self._arena[li]  # (2, slots, kv_heads, slot_tokens, dim)
         arena[0][dec.slots, :, dec.pos] = k[0].index_select(1, dec.idx).transpose(0, 1)
         arena[1][dec.slots, :, dec.pos] = v[0].index_select(1, dec.idx).transpose(0, 1)
-        rows, local = len(dec.spans), dec.local
-        qs = torch.zeros((dec.width, kvh, heads // kvh, hd), dtype=q.dtype)
-        qs[local] = q[0].index_select(1, dec.idx).view(kvh, heads // kvh, rows, hd).permute(2, 0, 1, 3)
-        window = slice(dec.lo, dec.lo + dec.width)
+        qs = q[0].index_select(1, dec.src).view(kvh, rep, width, depth, hd)
+        qs = qs.permute(2, 0, 3, 1, 4).reshape(width, kvh, depth * rep, hd)
+        window = slice(dec.lo, dec.lo + width)
         o, lse = self._attend(
             qs, arena[0, window, :, : dec.keys], arena[1, window, :, : dec.keys], dec.mask, scale
         )
-        o_rows = o[local].permute(1, 2, 0, 3).reshape(heads, rows, hd)
-        lse_rows = lse[local].permute(1, 2, 0).reshape(heads, rows)
+        o = o.reshape(width, kvh, depth, rep, hd).permute(1, 3, 0, 2, 4).reshape(heads, width * depth, hd)
+        lse = lse.reshape(width, kvh, depth, rep).permute(1, 3, 0, 2).reshape(heads, width * depth)
+        o_rows, lse_rows = o.index_select(1, dec.dst), lse.index_select(1, dec.dst)
         if dec.plain is not None:
             cols, flat = dec.plain
             out[0].index_copy_(1, flat, o_rows.index_select(1, cols))
-        return {i: (o_rows[:, j : j + 1], lse_rows[:, j : j + 1]) for j, i in enumerate(dec.spans)}
+        got: dict[int, tuple[Any, Any]] = {}
+        at = 0
+        for i, n in zip(dec.spans, dec.rows, strict=True):
+            got[i] = (o_rows[:, at : at + n], lse_rows[:, at : at + n])
+            at += n
+        return got
 
     def _attend(self, q: Any, k: Any, v: Any, mask: Any, scale: float) -> tuple[Any, Any]:
         """Attention of ``q`` (batch, kv_heads, rows, dim) over ``k``/``v`` (batch, kv_heads, keys,
