@@ -3,12 +3,16 @@ the library's own :mod:`coworkenv.machine`, so benchmarks and the main job descr
 
 from __future__ import annotations
 
+import datetime as dt
+import shlex
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from coworkenv.machine import cpu_flags, cpu_model, machine_info, native_bf16
 
-__all__ = ["commit", "cpu_flags", "cpu_model", "machine_info", "native_bf16"]
+__all__ = ["commit", "cpu_flags", "cpu_model", "machine_info", "native_bf16", "provenance"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,3 +31,14 @@ def commit() -> str:
         )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def provenance(benchmark: str, started: dt.datetime) -> dict[str, Any]:
+    """The head of a results file: the benchmark's name, when it started, the commit and the command
+    line as it was typed (``python`` and the script's arguments, shell-quoted)."""
+    return {
+        "benchmark": benchmark,
+        "date": started.isoformat(timespec="seconds"),
+        "commit": commit(),
+        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+    }

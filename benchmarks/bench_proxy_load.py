@@ -60,8 +60,6 @@ import json
 import multiprocessing
 import os
 import random
-import shlex
-import sys
 import tempfile
 import threading
 import time
@@ -70,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from _machine import commit  # benchmarks/_machine.py
+from _machine import provenance  # benchmarks/_machine.py
 from bench_scale import machine, percentiles, raise_fd_limit, rig_tasks, rss_kb
 
 from coworkenv.proxy.backends.scripted import ScriptedBackend
@@ -448,10 +446,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     doc = {
-        "benchmark": "proxy-load",
-        "date": started.isoformat(timespec="seconds"),
-        "commit": commit(),
-        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+        **provenance("proxy-load", started),
         "setup": {
             "tasks": len(rig_tasks()),
             "rate_calls_per_s": args.rate,

@@ -56,9 +56,7 @@ import json
 import multiprocessing
 import os
 import resource
-import shlex
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -68,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _machine import commit, cpu_model  # benchmarks/_machine.py
+from _machine import cpu_model, provenance  # benchmarks/_machine.py
 
 from coworkenv.proxy.backends.simulated import per_task
 from coworkenv.proxy.capture import CaptureStore, read_calls, record_line
@@ -568,10 +566,7 @@ def main() -> None:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     doc = {
-        "benchmark": "scale",
-        "date": started.isoformat(timespec="seconds"),
-        "commit": commit(),
-        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+        **provenance("scale", started),
         "setup": {
             "tasks": len(rig_tasks()),
             "ttft_ms": args.ttft_ms,

@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import shlex
-import sys
 from pathlib import Path
 
-from _machine import commit, machine_info
+from _machine import machine_info, provenance
 
 from coworkenv.proxy.backends.lookup import acceptance
 from coworkenv.proxy.capture import read_calls
@@ -68,10 +66,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             rows.append(row)
     doc = {
-        "benchmark": "lookup-acceptance",
-        "date": started.isoformat(timespec="seconds"),
-        "commit": commit(),
-        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+        **provenance("lookup-acceptance", started),
         "source": {
             "dir": str(args.dir),
             "files": len(files),
