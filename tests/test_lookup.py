@@ -123,3 +123,18 @@ def test_a_draft_outside_top_p_is_never_accepted_and_greedy_keeps_the_argmax_run
     assert [t for t, _ in accept_draft(greedy, [0, 1], 0.0, gen)] == [0, 1, 2]  # both right, then a bonus
     assert [t for t, _ in accept_draft(greedy, [0, 2], 0.0, gen)] == [0, 1]  # the second corrected
     assert [t for t, _ in accept_draft(greedy, [1, 1], 0.0, gen)] == [0]
+
+
+def test_a_prompt_indexed_in_bulk_equals_one_token_at_a_time() -> None:
+    rng = random.Random(1)
+    for vocab in (4, 50, 49_152):
+        ids = [rng.randrange(vocab) for _ in range(700)]
+        bulk = PromptLookup(ids[:300])  # bulk, then one by one, then bulk again
+        bulk.extend(ids[300:310])
+        bulk.extend(ids[310:])
+        one = PromptLookup()
+        for t in ids:
+            one.extend([t])
+        for n in (2, 3):
+            assert bulk._index[n] == one._index[n]
+        assert bulk.propose(4) == one.propose(4) == brute(ids, 4)

@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-BITS = 20  # token ids below 2**20 (SmolLM2: 49,152; Qwen: 151,936)
+BITS = 20  # token ids below 2**20 (SmolLM2: 49,152; Qwen: 151,936); 3 packed fit an int64
 MASK = (1 << BITS) - 1
+BULK = 64  # tokens appended at once from which the index is built with numpy
 
 
 class PromptLookup:
@@ -47,15 +48,34 @@ class PromptLookup:
         return key
 
     def extend(self, ids: Iterable[int]) -> None:
-        """Append ``ids`` to the sequence."""
-        for t in ids:
-            if not 0 <= t <= MASK:
-                raise ValueError(f"prompt lookup: token id {t} does not fit {BITS} bits")
-            end = len(self.ids)
-            for n in range(self.min_n, self.max_n + 1):
-                if end >= n:
-                    self._index[n][self._key(end, n)] = end
-            self.ids.append(int(t))
+        """Append ``ids`` to the sequence (many at once — a prompt — are indexed in bulk)."""
+        new = [int(t) for t in ids]
+        if any(not 0 <= t <= MASK for t in new):
+            bad = next(t for t in new if not 0 <= t <= MASK)
+            raise ValueError(f"prompt lookup: token id {bad} does not fit {BITS} bits")
+        if len(new) < BULK:
+            for t in new:
+                end = len(self.ids)
+                for n in range(self.min_n, self.max_n + 1):
+                    if end >= n:
+                        self._index[n][self._key(end, n)] = end
+                self.ids.append(t)
+            return
+        import numpy as np
+
+        first = len(self.ids)  # the first end position the loop above would have entered
+        self.ids += new
+        ids = np.asarray(self.ids, dtype=np.int64)
+        last = len(self.ids)  # ends first .. last - 1: every n-gram that a token now follows
+        for n in range(self.min_n, self.max_n + 1):
+            ends = np.arange(max(first, n), last)
+            if not len(ends):
+                continue
+            keys = np.zeros(len(ends), dtype=np.int64)
+            for j in range(n):  # the n-gram ending just before `end`, oldest token in the high bits
+                keys = (keys << BITS) | ids[ends - n + j]
+            # later ends overwrite earlier ones: the latest occurrence wins, as one by one
+            self._index[n].update(zip(keys.tolist(), ends.tolist(), strict=True))
 
     def propose(self, k: int) -> tuple[int, ...]:
         """Up to ``k`` draft tokens for what follows the sequence (``()``: no earlier occurrence)."""
