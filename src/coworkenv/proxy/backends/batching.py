@@ -1013,7 +1013,10 @@ class BatchEngine:
         row_slots: list[int] = []
         pos: list[int] = []
         dst: list[int] = []
+        cols: list[int] = []  # the span rows (in member order) of the spans without a base
         for i, slot, past, n in zip(members, slots, pasts, rows, strict=True):
+            if spans[i][0].base is None:
+                cols += range(len(idx), len(idx) + n)
             first, start = (slot - lo) * depth, spans[i][1]
             limit[first : first + n] = range(past + 1, past + n + 1)  # causal: row r reads past + r + 1
             src[first : first + n] = range(start, start + n)
@@ -1026,17 +1029,8 @@ class BatchEngine:
         allowed = allowed.repeat_interleave(self.heads // self.kv_heads, dim=1)  # rows: r * rep + e
         mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None]
         flat = torch.tensor(idx)
-        at = 0
-        cols: list[int] = []
-        for i, n in zip(members, rows, strict=True):
-            if spans[i][0].base is None:
-                cols += range(at, at + n)
-            at += n
-        plain = (
-            (torch.tensor(cols, dtype=torch.long), flat[torch.tensor(cols, dtype=torch.long)])
-            if cols
-            else None
-        )
+        rows_plain = torch.tensor(cols, dtype=torch.long)
+        plain = (rows_plain, flat[rows_plain]) if cols else None
         return _Decodes(
             spans=members,
             rows=rows,

@@ -172,13 +172,20 @@ def sample_batch(
         pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
         pick = torch.clamp(pick, max=logp.shape[1] - 1)
         for j, (i, t) in enumerate(zip(sampled, pick.tolist(), strict=True)):
-            # u·total rounded onto the total: the last possible token
-            tokens[i] = int(t) if float(probs[j, t]) > 0 else int(torch.nonzero(probs[j] > 0)[-1])
+            tokens[i] = _on_support(probs[j], int(t))
     for i in range(rows):
         if temperatures[i] <= 0:
             tokens[i] = int(torch.argmax(logits[i]))
     picked = logp.gather(1, torch.tensor(tokens)[:, None])[:, 0].tolist()
     return tokens, [float(v) for v in picked]
+
+
+def _on_support(probs: Any, t: int) -> int:
+    """``t``, the token an inverse-CDF draw picked, or the last token of positive probability where
+    ``u · total`` rounded onto the total and picked one of probability 0."""
+    import torch
+
+    return t if float(probs[t]) > 0 else int(torch.nonzero(probs > 0)[-1])
 
 
 def accept_draft(
@@ -217,9 +224,7 @@ def accept_draft(
             probs[d] = 0.0
         cdf = torch.cumsum(probs, dim=-1)
         u = torch.rand(1, generator=generator, dtype=torch.float64) * cdf[-1]
-        t = min(int(torch.searchsorted(cdf, u, right=True)), int(row.shape[0]) - 1)
-        if float(probs[t]) <= 0:  # u·total rounded onto the total: the last possible token
-            t = int(torch.nonzero(probs > 0)[-1])
+        t = _on_support(probs, min(int(torch.searchsorted(cdf, u, right=True)), int(row.shape[0]) - 1))
         out.append((t, float(row[t])))
         return out
     return out

@@ -50,8 +50,8 @@ class PromptLookup:
     def extend(self, ids: Iterable[int]) -> None:
         """Append ``ids`` to the sequence (many at once — a prompt — are indexed in bulk)."""
         new = [int(t) for t in ids]
-        if any(not 0 <= t <= MASK for t in new):
-            bad = next(t for t in new if not 0 <= t <= MASK)
+        bad = next((t for t in new if not 0 <= t <= MASK), None)
+        if bad is not None:
             raise ValueError(f"prompt lookup: token id {bad} does not fit {BITS} bits")
         if len(new) < BULK:
             for t in new:
