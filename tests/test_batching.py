@@ -496,7 +496,7 @@ def test_speculative_decoding_keeps_the_greedy_tokens_and_logprobs(tiny: Any, to
     fp32 rounding: the draft's positions attend as a chunk) as decoding one token a step, in every
     attention mode, with drafts fed and some accepted."""
     for mode in ("arena", "cascade", "per_request"):
-        prompts, (plain, plain_stats) = shared_prefix_workload(tiny, tokenizer, attention=mode)
+        _, (plain, plain_stats) = shared_prefix_workload(tiny, tokenizer, attention=mode)
         _, (spec, stats) = shared_prefix_workload(tiny, tokenizer, attention=mode, speculate=4)
         assert stats.drafted > 0
         assert 0 < stats.draft_accepted <= stats.drafted
@@ -509,7 +509,9 @@ def test_speculative_decoding_keeps_the_greedy_tokens_and_logprobs(tiny: Any, to
             assert a.finish_reason == b.finish_reason
 
 
-async def test_speculative_sampling_logs_the_sampled_distributions_logprobs(tiny: Any, tokenizer: Any) -> None:
+async def test_speculative_sampling_logs_the_sampled_distributions_logprobs(
+    tiny: Any, tokenizer: Any
+) -> None:
     """Sampled (the speculative-sampling path; a low temperature so the random model repeats itself
     and drafts occur): every logprob is the processed distribution's at the token, as recomputed."""
     b = backend(tiny, tokenizer, temperature=0.05, top_p=0.9, speculate=4)
