@@ -247,6 +247,15 @@ class Exp:
         out: dict[str, Any] = json.loads(p.read_text())
         return out
 
+    def record(self, stage: str) -> dict[str, Any] | None:
+        """``stage``'s result as written (the work dir's, else the committed one), whether or not its
+        artifacts are on this machine: what a report reads."""
+        for p in (self.path(f"{stage}.json"), self.a.results / "stages" / f"{stage}.json"):
+            if p.exists():
+                out: dict[str, Any] = json.loads(p.read_text())
+                return out
+        return None
+
     def run_stage(self, stage: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         done = self.result(stage)
         if done is not None and stage != "report":
@@ -1449,6 +1458,7 @@ HEADLINE_KEYS = (
     "tasks",
     "trials",
     "infra_failures",
+    "k",
 )
 
 
@@ -1608,7 +1618,7 @@ def stage_report(e: Exp) -> dict[str, Any]:
 
     res: Path = e.a.results
     res.mkdir(parents=True, exist_ok=True)
-    data = {s: e.result(s) for s in STAGES if s != "report"}
+    data = {s: e.record(s) for s in STAGES if s != "report"}
     data["args"] = {k: str(v) for k, v in vars(e.a).items()}
     (res / "metrics.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     summary = build_summary(e, data)
@@ -1628,7 +1638,6 @@ def stage_report(e: Exp) -> dict[str, Any]:
         xs, ys = zip(*sft["val_loss_curve"], strict=True)
         axes[0].plot(xs, ys, marker="o", label="held-out conversations")
     axes[0].set(title="SFT loss per supervised token", xlabel="optimizer step", ylabel="loss")
-    axes[0].legend()
     runs = (data.get("grpo") or {}).get("runs") or {}
     for est, run in runs.items():
         steps_x = [st["step"] + 1 for st in run["steps"]]
@@ -1637,15 +1646,15 @@ def stage_report(e: Exp) -> dict[str, Any]:
         if ev:
             axes[2].plot([x["updates"] for x in ev], [x["completion"] for x in ev], marker="o", label=est)
     axes[1].set(title="RL: mean rollout reward per update", xlabel="update", ylabel="reward")
-    if runs:
-        axes[1].legend()
     a = summary["sets"].get("A", {})
     for stage, style in (("base", ":"), ("sft", "--")):
         c = (a.get(stage) or {}).get("completion")
         if c is not None:
             axes[2].axhline(c, linestyle=style, color="grey", label=stage)
     axes[2].set(title="held-out A completion (0-100)", xlabel="updates", ylabel="completion", ylim=(0, 100))
-    axes[2].legend()
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(res / "curves.png", dpi=110)
 
@@ -1657,19 +1666,58 @@ def stage_report(e: Exp) -> dict[str, Any]:
 
 
 def results_table(summary: dict[str, Any]) -> str:
+    """One row per set and stage: the greedy trial's completion, score and safety; Pass@k and Pass^k
+    from the sampled trials where the stage had them (``-`` where it had one greedy trial only)."""
+    k = summary["protocol"]["trials"]["sampled"]
     rows = [
-        "| set | stage | completion (0-100) [95% CI] | score [95% CI] | Pass@k | Pass^k | safety violations "
-        "| tasks × trials |",
+        f"| set | stage | completion (0-100) [95% CI] | score [95% CI] | Pass@{k} | Pass^{k} | safety "
+        "violations | tasks × greedy trials |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, stages in summary["sets"].items():
         for stage, h in stages.items():
+            sampled = (h.get("k") or 1) > 1
             rows.append(
                 f"| {name} | {stage} | {_f(h['completion'])} {_ci(h['completion_ci'])} | {_f(h['score'])} "
-                f"{_ci(h['score_ci'])} | {_f(h['pass_at_k'])} | {_f(h['pass_hat_k'])} | "
+                f"{_ci(h['score_ci'])} | {_f(h['pass_at_k']) if sampled else '-'} | "
+                f"{_f(h['pass_hat_k']) if sampled else '-'} | "
                 f"{h['safety_violations']} | {h['tasks']} × {h['trials'] // max(1, h['tasks'])} |"
             )
     return "\n".join(rows)
+
+
+def deltas_table(summary: dict[str, Any]) -> str:
+    """Each stage-to-stage completion delta with its paired interval (``delta_ci``)."""
+    rows = [
+        "| set | delta | completion points [paired 95% CI] | tasks paired | interval excludes 0 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, stages in summary["sets"].items():
+        for later, h in stages.items():
+            for earlier, d in (h.get("delta_ci") or {}).items():
+                ci = d.get("ci")
+                excl = "-" if not ci else ("yes" if ci[0] > 0 or ci[1] < 0 else "no")
+                rows.append(
+                    f"| {name} | {later} − {earlier} | {_f(d.get('delta'))} {_ci(ci)} | {d.get('tasks')} "
+                    f"| {excl} |"
+                )
+    return "\n".join(rows)
+
+
+def rl_checks_table(data: dict[str, Any]) -> list[str]:
+    """The held-out checks made during each RL run (every ``--grpo-eval-every`` updates, greedy)."""
+    runs = (data.get("grpo") or {}).get("runs") or {}
+    rows = [
+        "| estimator | after update | held-out A completion [95% CI] | score | tasks |",
+        "|---|---|---|---|---|",
+    ]
+    for est, run in runs.items():
+        for ev in run.get("evals") or []:
+            rows.append(
+                f"| {est} | {ev['updates']} | {_f(ev.get('completion'))} {_ci(ev.get('completion_ci'))} | "
+                f"{_f(ev.get('score'))} | {ev.get('tasks')} |"
+            )
+    return rows if len(rows) > 2 else []
 
 
 def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, Any]) -> str:
@@ -1683,7 +1731,7 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         f"# SmolLM2-135M: base → SFT → RL on held-out tasks ({datetime.now(UTC):%Y-%m-%d})",
         "",
         f"Command: `{summary['command']}` (stages resume from `{a.work}`).",
-        f"Machine: {os.cpu_count()} CPU cores, torch CPU, fp32. Sampling: temperature {a.temperature} "
+        f"Machine: {machine_line(e)}. Sampling: temperature {a.temperature} "
         f"(RL rollouts), {a.eval_temperature} (evaluations; 0 = greedy), "
         f"at most {a.max_new_tokens} new tokens per model call and {a.max_turns} model calls per rollout.",
         "",
@@ -1728,15 +1776,32 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         "",
         table,
         "",
+        "Stage-to-stage deltas, paired over the tasks both stages scored:",
+        "",
+        deltas_table(summary),
+        "",
         "![curves](curves.png)",
         "",
+        *(
+            ["Held-out checks during RL (greedy, one trial per task):", "", *checks, ""]
+            if (checks := rl_checks_table(data))
+            else []
+        ),
         "### Goals",
         "",
         "| goal | measured | target | met |",
         "|---|---|---|---|",
     ]
     for name, g in summary["goals"].items():
-        out.append(f"| {name} | {g['value']} | {g['goal']} | {g['met']} |")
+        v = g["value"]
+        out.append(f"| {name} | {_f(v) if isinstance(v, float) else v} | {g['goal']} | {g['met']} |")
+    out += [
+        "",
+        "`grpo_reward_rises` compares the mean training reward of the last third of the primary run's "
+        "updates with the first third's. Each update draws fresh training tasks (the pool is walked in "
+        "order, no task twice), so that curve mixes the policy with the draws' difficulty; the held-out "
+        "checks above are the fixed probe.",
+    ]
     out += [
         "",
         "### Wall time and peak memory per stage",
@@ -1805,6 +1870,19 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         "",
     ]
     return "\n".join(out)
+
+
+def machine_line(e: Exp) -> str:
+    """The CPU of the run's last stretch (``progress.json``) and the stretch count; SFT's precision."""
+    p = e.a.results / "progress.json"
+    st = json.loads(p.read_text()) if p.exists() else {}
+    m = st.get("machine") or {}
+    cpu = f"{m.get('cpu', 'CPU')}, {m.get('cpus', os.cpu_count())} cores ({', '.join(m.get('flags', []))})"
+    prec = ((e.record("sft") or {}).get("last") or {}).get("precision", "fp32")
+    return (
+        f"{cpu} in the last of {st.get('stretches', 1)} stretch(es) (`progress.json`), torch on CPU; "
+        f"SFT's last step in {prec}, RL and evaluation in fp32"
+    )
 
 
 def _f(x: Any, nd: int = 1) -> str:

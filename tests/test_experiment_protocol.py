@@ -260,3 +260,43 @@ def test_a_fresh_machine_resumes_sft_from_the_committed_checkpoint(exp: ModuleTy
     want = merged_state_dict(policy)
     got = rebuilt.state_dict()
     assert all(torch.equal(got[k], v) for k, v in want.items())
+
+
+def test_the_report_reads_committed_stages_on_a_machine_without_their_artifacts(
+    exp: ModuleType, tmp_path: Path
+) -> None:
+    """A fresh machine renders the report from the committed stage JSONs alone (the synth stage's
+    task directories are not there): the protocol names the suites, each delta has its paired
+    interval, and a stage evaluated greedily only shows no Pass@k."""
+    import json
+
+    args = ["--work", str(tmp_path / "work"), "--results", str(tmp_path / "results"), "--claw-eval", ""]
+    committed = tmp_path / "results" / "stages"
+    committed.mkdir(parents=True)
+    base = [0.0, 0.2, 0.4, 0.6, 0.8] * 4
+    sampled = {**_headline(40.0, 20), "pass_at_k": 25.0, "pass_hat_k": 5.0, "k": 4}
+    stages = {
+        "synth": {"train": {"tasks": ["a", "b"]}, "heldout": {"tasks": ["h1"], "templates": ["t1"]}},
+        "base_eval": {"sets": {"A": {"headline": sampled, "tasks": _tasks(base), "errors": {}}}},
+        "sft_eval": {
+            "sets": {
+                "A": {
+                    "headline": {**_headline(50.0, 20), "k": 1},
+                    "tasks": _tasks([x + 0.1 for x in base]),
+                    "errors": {},
+                }
+            }
+        },
+    }
+    for name, rec in stages.items():
+        (committed / f"{name}.json").write_text(json.dumps(rec))
+    e = exp.Exp(exp.parse(args))
+    assert e.result("synth") is None  # its artifacts are not on this machine: a run would redo it
+    assert e.record("synth") == stages["synth"]
+    exp.stage_report(e)
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "* train: 2 procedural tasks" in report
+    assert "| A | sft − base | 10.0 [" in report
+    rows = {line.split("|")[2].strip(): line for line in report.splitlines() if line.startswith("| A |")}
+    assert "| 25.0 | 5.0 |" in rows["base"]
+    assert "| - | - |" in rows["sft"]
