@@ -35,8 +35,9 @@ Per server and level:
 * ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it
   (wall); ``capture_cpu_ms`` the same in thread CPU time (the work alone, without descheduling);
 * ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
-* ``rss_per_live_rollout_kb`` — (the server's RSS peak under load − its RSS once serving, before any
-  rollout was opened) / N; at the peak every rollout is open with about one call in flight;
+* ``rss_per_live_rollout_kb`` — (the server's RSS peak under load, the kernel's high-water mark
+  ``VmHWM`` — no sampling thread in the server — − its RSS once serving, before any rollout was
+  opened) / N; at the peak every rollout is open with about one call in flight;
 * ``load_cpu_util`` / ``server_cpu_util`` — CPU seconds / wall seconds of each process (well under
   1.0: not saturated).
 
@@ -61,7 +62,6 @@ import multiprocessing
 import os
 import random
 import tempfile
-import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -69,7 +69,7 @@ from typing import Any
 
 import orjson
 from _machine import provenance  # benchmarks/_machine.py
-from bench_scale import machine, percentiles, raise_fd_limit, rig_tasks, rss_kb
+from bench_scale import machine, percentiles, raise_fd_limit, reset_peak_rss, rig_tasks, rss_kb
 
 from coworkenv.proxy.backends.scripted import ScriptedBackend
 from coworkenv.proxy.backends.simulated import SimulatedBackend
@@ -88,7 +88,6 @@ from coworkenv.services.trial import Trial, load_task
 from coworkenv.spec import TaskSpec
 
 MODES = ("direct", "nocapture", "proxy")
-SAMPLE_S = 0.1
 
 
 # ---------------------------------------------------------------- the server process
@@ -244,15 +243,9 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             conn.send({"prefixes": prefixes})
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, conn.recv)  # go
-            peak = [rss_kb()]
-            stop = threading.Event()
-
-            def sample() -> None:
-                while not stop.wait(SAMPLE_S):
-                    peak[0] = max(peak[0], rss_kb())
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
+            # the peak from the kernel's high-water mark: a sampling thread would take the GIL
+            # from the event loop mid-call and show up in the very latencies measured here
+            reset_peak_rss()
             del capture_s[:]
             clock.took.clear()
             many.__enter__()  # as the runner does with this many rollouts live
@@ -263,8 +256,7 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
             gc.callbacks.remove(pauses)
             many.__exit__(None, None, None)
-            stop.set()
-            sampler.join()
+            peak = rss_kb("VmHWM")
     # the two timed steps of one call are adjacent entries: sum them pairwise
     wall, cpu = capture_s[0::2], capture_s[1::2]
     per_call = [a + b for a, b in zip(wall[::2], wall[1::2], strict=False)]
@@ -276,8 +268,8 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             "server_cpu_ms_per_call": round(1e3 * cpu_s / max(1, calls), 3),
             "rss_serving_mb": round(rss_serving / 1024, 1),
             "rss_opened_mb": round(rss_opened / 1024, 1),
-            "rss_peak_mb": round(peak[0] / 1024, 1),
-            "rss_per_live_rollout_kb": round((peak[0] - rss_serving) / n, 1),
+            "rss_peak_mb": round(peak / 1024, 1),
+            "rss_per_live_rollout_kb": round((peak - rss_serving) / n, 1),
             "rss_per_open_rollout_kb": round((rss_opened - rss_serving) / n, 1),
             "server_added_ms": percentiles([1e3 * (t - ttft_s) for t in clock.took]),
             "server_gc": pauses.summary(),

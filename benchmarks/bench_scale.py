@@ -100,11 +100,18 @@ def percentiles(values: list[float], qs: tuple[float, ...] = (50, 90, 99)) -> di
     return out
 
 
-def rss_kb() -> int:
+def rss_kb(field: str = "VmRSS") -> int:
+    """This process's resident set (``VmRSS``) or its peak since the last :func:`reset_peak_rss`
+    (``VmHWM``, kept by the kernel: no sampling thread, no peak missed between samples)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def reset_peak_rss() -> None:
+    """Linux: writing 5 to ``clear_refs`` resets ``VmHWM`` to the current RSS."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def open_fds() -> int:
