@@ -300,3 +300,26 @@ def test_the_report_reads_committed_stages_on_a_machine_without_their_artifacts(
     rows = {line.split("|")[2].strip(): line for line in report.splitlines() if line.startswith("| A |")}
     assert "| 25.0 | 5.0 |" in rows["base"]
     assert "| - | - |" in rows["sft"]
+
+
+def test_reference_ceiling_scores_the_reference_under_each_call_cap(tmp_path: Path) -> None:
+    """The reference solution scores 100 uncapped and less when the cap cuts it; the calls it needs
+    are counted, and the per-template table is there."""
+    import json
+
+    path = ROOT / "experiments" / "reference_ceiling.py"
+    spec = importlib.util.spec_from_file_location("ref_ceiling", path)
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "ceiling.json"
+    args = ["--max-turns", "1,64", "--work", str(tmp_path / "w"), "--out", str(out)]
+    mod.main(["M1003_ticket_kb_resolution", *args])
+    d = json.loads(out.read_text())
+    by_cap = {r["max_turns"]: r for r in d["caps"]}
+    assert by_cap[64]["completion"] == 100.0
+    assert by_cap[1]["completion"] < 100.0
+    assert d["reference_calls"]["tasks_over"] == {"1": 1, "64": 0}
+    assert d["reference_calls"]["at_largest_cap"] == 0
+    assert set(by_cap[64]["per_template"]) == {"M1003_ticket_kb_resolution"}
