@@ -72,7 +72,43 @@ def run_cap(specs: list[Any], cap: int, out: Path, concurrency: int) -> dict[str
         "infra_failures": h.infra_failures,
         "per_template": per_template(recs),
         "_calls": {r.task_id: c for r, c in zip(recs, calls, strict=True)},
+        "_reward": {r.task_id: r.rewards.reward for r in recs if r.rewards is not None},
     }
+
+
+def rl_groups(files: list[Path], ref: dict[int, dict[str, float]]) -> dict[str, Any] | None:
+    """Each RL group (a draw's rollouts of one task) beside the reference's reward on that task at
+    each cap: how many groups' best rollout already reached it, and the mean of the groups' means,
+    their best and the reference — the headroom RL had under the cap."""
+    groups: list[list[float]] = []
+    ids: list[str] = []
+    for f in files:
+        by: dict[str, list[float]] = defaultdict(list)
+        for r in read_records(f)[0]:
+            if r.rewards is not None:
+                by[r.task_id].append(r.rewards.reward)
+        for t, xs in sorted(by.items()):
+            ids.append(t)
+            groups.append(xs)
+    if not groups:
+        return None
+    n = len(groups)
+    out: dict[str, Any] = {
+        "files": len(files),
+        "groups": n,
+        "rollouts": sum(len(g) for g in groups),
+        "mean_group_mean": round(sum(sum(g) / len(g) for g in groups) / n, 3),
+        "mean_group_best": round(sum(max(g) for g in groups) / n, 3),
+        "by_cap": {},
+    }
+    for cap, rewards in ref.items():
+        out["by_cap"][str(cap)] = {
+            "mean_reference": round(sum(rewards[t] for t in ids) / n, 3),
+            "groups_best_at_reference": sum(
+                1 for t, g in zip(ids, groups, strict=True) if max(g) >= rewards[t] - 1e-9
+            ),
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,16 +117,27 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-turns", default="5,64", help="comma list of caps on model calls per rollout")
     p.add_argument("--student", type=Path, default=None, help="a learning-proof evaluation stage JSON")
     p.add_argument("--set", default="A", help="the held-out set of --student to put beside")
+    p.add_argument(
+        "--groups",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="RL draws' rollouts.jsonl files: each group (task, draw) beside the reference on its task",
+    )
     p.add_argument("--work", type=Path, default=Path("/tmp/reference-ceiling"), help="rollout records")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
     specs = resolve_specs([a.suite])
+    if a.groups:  # only the tasks the RL groups drew
+        drawn = {r.task_id for f in a.groups for r in read_records(f)[0]}
+        specs = [s for s in specs if s.id in drawn]
     caps = [int(x) for x in a.max_turns.split(",") if x.strip()]
     rows = [run_cap(specs, cap, a.work / f"cap-{cap}", a.concurrency) for cap in caps]
     full = max(rows, key=lambda r: r["max_turns"])["_calls"]
+    groups = rl_groups(a.groups, {cap: r["_reward"] for cap, r in zip(caps, rows, strict=True)})
     for r in rows:
-        del r["_calls"]
+        del r["_calls"], r["_reward"]
     out: dict[str, Any] = {
         "experiment": "reference_ceiling",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -110,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
             "at_largest_cap": sum(1 for v in full.values() if v >= max(caps)),
         },
         "caps": rows,
+        **({"rl_groups": groups} if groups else {}),
     }
     if a.student is not None:
         ev = json.loads(a.student.read_text())["sets"][a.set]
