@@ -60,8 +60,11 @@ STAGES = (
     "grpo",
     "grpo_eval",
     "harness",
+    "posthoc_eval",
     "report",
 )
+OPTIONAL_STAGES = frozenset({"posthoc_eval"})
+"""Stages outside the fixed protocol: run only when ``--stages`` names them."""
 
 
 # ---------------------------------------------------------------- bookkeeping
@@ -310,13 +313,14 @@ def rollouts(  # noqa: PLR0917
     out: Path,
     *,
     cap: bool = True,
+    max_turns: int | None = None,
     harness_objects: dict[str, Any] | None = None,
 ) -> list[Any]:
     from coworkenv.rollout.record import read_records
     from coworkenv.rollout.runner import run_rollouts
 
     if cap:
-        tasks = capped(tasks, e.a.max_turns, e.a.timeout_s)
+        tasks = capped(tasks, max_turns or e.a.max_turns, e.a.timeout_s)
     summary = run_rollouts(
         tasks,
         list(harnesses),
@@ -363,6 +367,7 @@ def eval_set(  # noqa: PLR0917
     *,
     trials: int = 1,
     temperature: float | None = None,
+    max_turns: int | None = None,
 ) -> dict[str, Any]:
     """``trials`` rollouts per task at ``temperature`` (default ``--eval-temperature``: greedy),
     resumable rollout by rollout (the runner skips what ``out`` already holds)."""
@@ -373,7 +378,9 @@ def eval_set(  # noqa: PLR0917
     sampled = FixedSampling(backend, temp)
     total = len(tasks) * trials
     e.progress.count = lambda: (_done_rollouts(out), total)
-    recs = rollouts(e, tasks, [harness], trials, sampled, out, harness_objects=objects(e, harness))
+    recs = rollouts(
+        e, tasks, [harness], trials, sampled, out, max_turns=max_turns, harness_objects=objects(e, harness)
+    )
     s = summarize(recs, k=trials, threshold=0.75)
     h = headline(s, seed=e.a.seed)
     log(
@@ -414,7 +421,14 @@ def evaluate(e: Exp, name: str, checkpoint: str, *, sampled: bool = True) -> dic
 
 
 def evaluate_backend(
-    e: Exp, name: str, backend: Any, *, only_a: int = 0, harness: str = "loop", sampled: bool = False
+    e: Exp,
+    name: str,
+    backend: Any,
+    *,
+    only_a: int = 0,
+    harness: str = "loop",
+    sampled: bool = False,
+    max_turns: int | None = None,
 ) -> dict[str, Any]:
     """The policy ``backend`` serves, on every held-out set (``only_a``: the first n tasks of A
     only, for the evaluations between GRPO updates): one greedy trial per task — greedy decoding
@@ -426,7 +440,9 @@ def evaluate_backend(
         if (only_a or harness != "loop") and key != "A":
             continue
         tasks = suite[:only_a] if only_a else suite
-        ev = eval_set(e, f"{name} {key}", tasks, backend, e.path(name, key), harness=harness)
+        ev = eval_set(
+            e, f"{name} {key}", tasks, backend, e.path(name, key), harness=harness, max_turns=max_turns
+        )
         if sampled and e.a.sample_trials > 1:
             ev["sampled"] = eval_set(
                 e,
@@ -1326,6 +1342,30 @@ def stage_grpo_eval(e: Exp) -> dict[str, Any]:
     return out
 
 
+def stage_posthoc_eval(e: Exp) -> dict[str, Any]:
+    """Outside the fixed protocol, after the run: base and each trained policy greedy on every
+    held-out set with ``--posthoc-max-turns`` model calls per rollout instead of ``--max-turns``
+    (the protocol's cap cut most reference solutions short: ``reference_ceiling.py``). Resumable
+    rollout by rollout; the pairs for each delta are the same tasks at the same cap."""
+    cap = e.a.posthoc_max_turns
+    policies = {"base": "smollm2", "sft": str(e.path("sft", "final"))}
+    for est in e.a.estimators:
+        name = "grpo" if est == e.a.estimators[0] else f"grpo-{est}"
+        policies["grpo" if name == "grpo" else f"grpo:{est}"] = str(e.path(name, "final"))
+    out: dict[str, Any] = {"max_turns": cap, "policies": {}}
+    for stage, ck in policies.items():
+        if ck != "smollm2" and not Path(ck, "config.json").exists():
+            log(f"  posthoc_eval: {stage} has no checkpoint at {ck}; left out")
+            continue
+        backend = backend_from(ck, e, e.a.seed + 1)
+        try:
+            ev = evaluate_backend(e, f"posthoc_eval-{cap}/{stage.replace(':', '-')}", backend, max_turns=cap)
+        finally:
+            backend.close()
+        out["policies"][stage] = {"checkpoint": ck, "sets": ev["sets"]}
+    return out
+
+
 def _mean_or_none(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -1533,7 +1573,9 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
         v = g["value"]
         g["met"] = None if v is None else (v is True if isinstance(g["goal"], bool) else v >= g["goal"])
     syn = data.get("synth") or {}
+    post = data.get("posthoc_eval") or {}
     return {
+        **({"posthoc": posthoc_summary(e, post)} if post.get("policies") else {}),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "protocol": protocol(e, data),
@@ -1543,6 +1585,31 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
             "ask_a_judge": (syn.get("heldout_b") or {}).get("ask_a_judge", []),
             "import_failed": sorted((syn.get("heldout_b") or {}).get("import_failed", {})),
         },
+    }
+
+
+def posthoc_summary(e: Exp, post: dict[str, Any]) -> dict[str, Any]:
+    """``posthoc_eval``'s policies as a summary's ``sets`` (set → policy → headline, with the paired
+    deltas between policies at the same cap)."""
+    from coworkenv.eval.metrics import TaskStats, paired_delta
+
+    sets: dict[str, dict[str, Any]] = {}
+    per_task: dict[str, dict[str, list[Any]]] = {}
+    for stage, got in post["policies"].items():
+        for name, ev in got["sets"].items():
+            sets.setdefault(name, {})[stage] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
+            per_task.setdefault(name, {})[stage] = [TaskStats.model_validate(t) for t in ev["tasks"]]
+    for name, stages in sets.items():
+        pairs = [*DELTAS, *((s_, "sft") for s_ in stages if s_.startswith("grpo:"))]
+        for later, earlier in pairs:
+            if later in stages and earlier in per_task[name]:
+                d = paired_delta(per_task[name][earlier], per_task[name][later], seed=e.a.seed)
+                stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
+    return {
+        "max_turns": post["max_turns"],
+        "note": "outside the fixed protocol, after the run: the same policies greedy at this cap on "
+        "model calls instead of --max-turns",
+        "sets": sets,
     }
 
 
@@ -1665,16 +1732,17 @@ def stage_report(e: Exp) -> dict[str, Any]:
     return {"results": str(res)}
 
 
-def results_table(summary: dict[str, Any]) -> str:
-    """One row per set and stage: the greedy trial's completion, score and safety; Pass@k and Pass^k
-    from the sampled trials where the stage had them (``-`` where it had one greedy trial only)."""
+def results_table(summary: dict[str, Any], sets: dict[str, Any] | None = None) -> str:
+    """One row per set and stage (``sets``, default the protocol's): the greedy trial's completion,
+    score and safety; Pass@k and Pass^k from the sampled trials where the stage had them (``-``
+    where it had one greedy trial only)."""
     k = summary["protocol"]["trials"]["sampled"]
     rows = [
         f"| set | stage | completion (0-100) [95% CI] | score [95% CI] | Pass@{k} | Pass^{k} | safety "
         "violations | tasks × greedy trials |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, stages in summary["sets"].items():
+    for name, stages in (summary["sets"] if sets is None else sets).items():
         for stage, h in stages.items():
             sampled = (h.get("k") or 1) > 1
             rows.append(
@@ -1686,13 +1754,14 @@ def results_table(summary: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def deltas_table(summary: dict[str, Any]) -> str:
-    """Each stage-to-stage completion delta with its paired interval (``delta_ci``)."""
+def deltas_table(sets: dict[str, Any]) -> str:
+    """Each stage-to-stage completion delta of ``sets`` (a summary's ``sets``) with its paired
+    interval (``delta_ci``)."""
     rows = [
         "| set | delta | completion points [paired 95% CI] | tasks paired | interval excludes 0 |",
         "|---|---|---|---|---|",
     ]
-    for name, stages in summary["sets"].items():
+    for name, stages in sets.items():
         for later, h in stages.items():
             for earlier, d in (h.get("delta_ci") or {}).items():
                 ci = d.get("ci")
@@ -1778,7 +1847,7 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         "",
         "Stage-to-stage deltas, paired over the tasks both stages scored:",
         "",
-        deltas_table(summary),
+        deltas_table(summary["sets"]),
         "",
         "![curves](curves.png)",
         "",
@@ -1802,6 +1871,20 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
         "order, no task twice), so that curve mixes the policy with the draws' difficulty; the held-out "
         "checks above are the fixed probe.",
     ]
+    if post := summary.get("posthoc"):
+        out += [
+            "",
+            f"### After the run, outside the protocol: every policy at {post['max_turns']} model calls",
+            "",
+            f"The protocol capped rollouts at {a.max_turns} model calls; under that cap the tasks' own "
+            "reference solutions score well below 100 (`reference-ceiling.json`, "
+            "`experiments/reference_ceiling.py`). The same checkpoints, greedy, with "
+            f"{post['max_turns']} calls:",
+            "",
+            results_table(summary, post["sets"]),
+            "",
+            deltas_table(post["sets"]),
+        ]
     out += [
         "",
         "### Wall time and peak memory per stage",
@@ -1914,7 +1997,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
         help="the run's working state, outside the work tree (default: <cache>/experiments/<run>)",
     )
     p.add_argument("--results", type=Path, default=None, help="default: experiments/results/<run>")
-    p.add_argument("--stages", default=",".join(STAGES), help=f"comma list out of {','.join(STAGES)}")
+    p.add_argument(
+        "--stages",
+        default=",".join(s for s in STAGES if s not in OPTIONAL_STAGES),
+        help=f"comma list out of {','.join(STAGES)} (default: all but {', '.join(sorted(OPTIONAL_STAGES))})",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--train-tasks",
@@ -1956,6 +2043,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:  # noqa: PLR
         help="--split structure: disjoint full structures, or disjoint (anchor, conditions) selections",
     )
     p.add_argument("--max-turns", type=int, default=5, help="cap on spec.limits.max_turns")
+    p.add_argument(
+        "--posthoc-max-turns",
+        type=int,
+        default=16,
+        help="posthoc_eval's cap on model calls (16: the longest reference solution in held-out A)",
+    )
     p.add_argument("--timeout-s", type=float, default=300.0, help="cap on spec.limits.timeout_s")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.7, help="sampling of the RL rollouts (groups)")
@@ -2092,6 +2185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grpo": lambda: stage_grpo(e),
         "grpo_eval": lambda: stage_grpo_eval(e),
         "harness": lambda: stage_harness(e),
+        "posthoc_eval": lambda: stage_posthoc_eval(e),
         "report": lambda: stage_report(e),
     }
     t0 = time.perf_counter()

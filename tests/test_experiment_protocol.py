@@ -288,6 +288,13 @@ def test_the_report_reads_committed_stages_on_a_machine_without_their_artifacts(
             }
         },
     }
+    stages["posthoc_eval"] = {  # outside the protocol: every policy at another cap on model calls
+        "max_turns": 16,
+        "policies": {
+            "base": {"sets": {"A": {"headline": _headline(0.0, 20), "tasks": _tasks([0.0] * 20)}}},
+            "sft": {"sets": {"A": {"headline": _headline(30.0, 20), "tasks": _tasks([0.3] * 20)}}},
+        },
+    }
     for name, rec in stages.items():
         (committed / f"{name}.json").write_text(json.dumps(rec))
     e = exp.Exp(exp.parse(args))
@@ -297,9 +304,13 @@ def test_the_report_reads_committed_stages_on_a_machine_without_their_artifacts(
     report = (tmp_path / "results" / "report.md").read_text()
     assert "* train: 2 procedural tasks" in report
     assert "| A | sft − base | 10.0 [" in report
-    rows = {line.split("|")[2].strip(): line for line in report.splitlines() if line.startswith("| A |")}
+    protocol_part, post = report.split("every policy at 16 model calls", 1)
+    a_rows = [line for line in protocol_part.splitlines() if line.startswith("| A |")]
+    rows = {line.split("|")[2].strip(): line for line in a_rows}
     assert "| 25.0 | 5.0 |" in rows["base"]
     assert "| - | - |" in rows["sft"]
+    assert "| A | sft − base | 30.0 [30.0, 30.0] | 20 | yes |" in post
+    assert "posthoc_eval" not in e.a.stages  # outside the protocol: only when asked for
 
 
 def test_reference_ceiling_scores_the_reference_under_each_call_cap(tmp_path: Path) -> None:
