@@ -197,3 +197,26 @@ def test_bench_proxy_load_measures_each_server_under_the_same_load(tmp_path: Pat
         assert row["server_cpu_ms_per_call"] > 0
         assert row["rss_peak_mb"] >= row["rss_serving_mb"]
     assert {"date", "commit", "command", "machine", "setup"} <= set(doc)
+
+
+def test_cpu_scaling_measures_k_processes_against_one(tmp_path: Path) -> None:
+    """The machine's own multi-process ceiling: each round's one-alone and K-together rates and
+    their ratio, with the machine it ran on."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "cpu-scaling.json"
+    cmd = [sys.executable, "cpu_scaling.py", "--procs", "2", "--seconds", "0.3", "--repeats", "2"]
+    subprocess.run(
+        [*cmd, "--out", str(out)], cwd=root / "benchmarks", check=True, capture_output=True, timeout=120
+    )
+    doc = json.loads(out.read_text())
+    assert len(doc["rounds"]) == 2
+    for r in doc["rounds"]:
+        assert r["alone_per_s"] > 0
+        assert len(r["together_per_s"]) == 2
+        assert abs(r["ratio"] - sum(r["together_per_s"]) / r["alone_per_s"]) < 0.01  # rates are rounded
+    assert doc["ratio"]["min"] <= doc["ratio"]["median"] <= doc["ratio"]["max"]
+    assert {"date", "commit", "command", "machine"} <= set(doc)
