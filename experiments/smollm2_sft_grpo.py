@@ -1526,7 +1526,7 @@ def _per_task_stats(data: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
 def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     """``summary.json``: per held-out set and stage, the headline numbers and the paired interval
     of each stage-to-stage completion delta (``delta_ci``); the goals and verdicts."""
-    from coworkenv.eval.metrics import paired_delta
+    from coworkenv.eval.metrics import paired_delta, slope, slope_ci
 
     sets: dict[str, dict[str, Any]] = {}
     for stage, key in STAGE_EVALS:
@@ -1559,11 +1559,19 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     rises = (
         None if not early or not late or len(steps) < 3 else sum(late) / len(late) > sum(early) / len(early)
     )
+    curve = [(st["step"], st["mean_reward"]) for st in steps if st.get("mean_reward") is not None]
+    trend_ci = slope_ci([x for x, _ in curve], [y for _, y in curve], seed=e.a.seed) if curve else None
     goals: dict[str, dict[str, Any]] = {
         "sft_minus_base_completion_A": {"value": delta("sft", "base"), "goal": 30.0},
         "sft_minus_base_paired_ci_excludes_0": {"value": excludes_zero("sft", "base"), "goal": True},
         "grpo_minus_sft_completion_A": {"value": delta("grpo", "sft"), "goal": 5.0},
         "grpo_reward_rises": {"value": rises, "goal": True},
+        "grpo_reward_trend_ci_excludes_0": {
+            "value": None if trend_ci is None else trend_ci[0] > 0,
+            "goal": True,
+            "slope_per_update": None if trend_ci is None else slope(*zip(*curve, strict=True)),
+            "slope_ci": trend_ci,
+        },
         "grpo_updates_with_signal": {
             "value": (data.get("grpo") or {}).get("updates_with_signal"),
             "goal": 30,
@@ -1867,9 +1875,16 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
     out += [
         "",
         "`grpo_reward_rises` compares the mean training reward of the last third of the primary run's "
-        "updates with the first third's. Each update draws fresh training tasks (the pool is walked in "
-        "order, no task twice), so that curve mixes the policy with the draws' difficulty; the held-out "
-        "checks above are the fixed probe.",
+        "updates with the first third's; `grpo_reward_trend_ci_excludes_0` asks more: the least-squares "
+        "slope of that reward over the updates, with a 95% bootstrap interval over updates, above 0"
+        + (
+            f" (measured {_f(t['slope_per_update'], 4)} per update {_ci4(t['slope_ci'])})"
+            if (t := summary["goals"]["grpo_reward_trend_ci_excludes_0"])["slope_ci"]
+            else ""
+        )
+        + ". Each update draws fresh training tasks (the pool is walked in order, no task twice), so "
+        "that curve mixes the policy with the draws' difficulty; the held-out checks above are the fixed "
+        "probe.",
     ]
     if post := summary.get("posthoc"):
         out += [
@@ -1974,6 +1989,10 @@ def _f(x: Any, nd: int = 1) -> str:
 
 def _ci(ci: Any) -> str:
     return "" if not ci else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+
+
+def _ci4(ci: Any) -> str:
+    return "" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
 def _e(x: Any) -> str:

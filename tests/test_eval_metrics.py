@@ -269,3 +269,22 @@ def test_paired_delta_interval_is_narrower_than_unpaired_and_matches_tasks() -> 
     assert unpaired[1] is not None
     assert unpaired[0][1] > unpaired[1][0]  # ... while the two unpaired intervals overlap
     assert paired_delta(before, []).delta is None
+
+
+def test_slope_ci_separates_a_trend_from_noise() -> None:
+    """A steady rise has an interval above 0; the same values shuffled (no trend) straddle 0."""
+    import random
+
+    from coworkenv.eval.metrics import slope, slope_ci
+
+    xs = list(range(30))
+    rising = [0.3 + 0.01 * x + (0.05 if x % 2 else -0.05) for x in xs]
+    assert slope(xs, rising) == pytest.approx(0.01, abs=2e-3)
+    lo, hi = slope_ci(xs, rising) or (0.0, 0.0)
+    assert 0 < lo < 0.01 < hi
+    flat = rising[:]
+    random.Random(1).shuffle(flat)
+    lo, hi = slope_ci(xs, flat) or (1.0, 1.0)
+    assert lo < 0 < hi
+    assert slope([1, 1], [0, 1]) is None
+    assert slope_ci([1, 1], [0, 1]) is None

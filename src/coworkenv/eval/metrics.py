@@ -233,6 +233,38 @@ def bootstrap_ci(
     return lo, hi
 
 
+def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Least-squares slope of ``ys`` over ``xs`` (None with fewer than two distinct ``xs``)."""
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+
+
+def slope_ci(
+    xs: Sequence[float], ys: Sequence[float], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile interval of :func:`slope` over (x, y) pairs resampled with replacement: whether a
+    curve (a reward per update) rises beyond its noise — the interval above 0 — rather than whether
+    its last part happens to sit above its first."""
+    pairs = list(zip(xs, ys, strict=True))
+    if len({x for x, _ in pairs}) < 2:
+        return None
+    rng = random.Random(seed)
+    slopes: list[float] = []
+    while len(slopes) < n_boot:
+        sample = rng.choices(pairs, k=len(pairs))
+        b = slope([x for x, _ in sample], [y for _, y in sample])
+        if b is not None:  # a resample of one distinct x has no slope; draw again
+            slopes.append(b)
+    slopes.sort()
+    return slopes[int((1 - level) / 2 * (n_boot - 1))], slopes[int((1 + level) / 2 * (n_boot - 1))]
+
+
 class Headline(BaseModel):
     """An evaluation's headline numbers, 0–100, each with its 95% bootstrap interval over tasks."""
 
@@ -262,9 +294,9 @@ def headline(summary: EvalSummary, *, n_boot: int = 2000, seed: int = 0) -> Head
     scored = [t for t in summary.tasks if t.mean_reward is not None]
     with_k = [t for t in scored if t.pass_at_k is not None]
 
-    def stat(ts: Sequence[TaskStats], get: Callable[[TaskStats], float | None]) -> tuple[
-        float | None, tuple[float, float] | None
-    ]:
+    def stat(
+        ts: Sequence[TaskStats], get: Callable[[TaskStats], float | None]
+    ) -> tuple[float | None, tuple[float, float] | None]:
         xs = [100.0 * v for t in ts if (v := get(t)) is not None]
         if not xs:
             return None, None
