@@ -1718,14 +1718,25 @@ def stage_report(e: Exp) -> dict[str, Any]:
         steps_x = [st["step"] + 1 for st in run["steps"]]
         axes[1].plot(steps_x, [st["mean_reward"] for st in run["steps"]], marker=".", label=est)
         ev = run.get("evals") or []
-        if ev:
-            axes[2].plot([x["updates"] for x in ev], [x["completion"] for x in ev], marker="o", label=est)
+        sft_a = ((((data.get("sft_eval") or {}).get("sets") or {}).get("A") or {}).get("headline") or {}).get(
+            "completion"
+        )
+        start = [(0, sft_a)] if sft_a is not None else []  # every RL run starts from the SFT policy
+        pts = start + [(x["updates"], x["completion"]) for x in ev]
+        if len(pts) > 1:
+            axes[2].plot(*zip(*pts, strict=True), marker="o", label=est)
     axes[1].set(title="RL: mean rollout reward per update", xlabel="update", ylabel="reward")
     a = summary["sets"].get("A", {})
     for stage, style in (("base", ":"), ("sft", "--")):
         c = (a.get(stage) or {}).get("completion")
         if c is not None:
             axes[2].axhline(c, linestyle=style, color="grey", label=stage)
+    ceiling = res / "reference-ceiling.json"  # experiments/reference_ceiling.py, if it was run
+    if ceiling.exists():
+        for row in json.loads(ceiling.read_text()).get("caps", []):
+            if row["max_turns"] == e.a.max_turns:
+                ref = f"reference at {e.a.max_turns} calls"
+                axes[2].axhline(row["completion"], linestyle="-.", color="black", label=ref)
     axes[2].set(title="held-out A completion (0-100)", xlabel="updates", ylabel="completion", ylim=(0, 100))
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
