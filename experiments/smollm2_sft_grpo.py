@@ -161,8 +161,12 @@ class Progress:
             info["wall_s"] = st["wall_s"]
             info["peak_rss_mb"] = st["peak_rss_mb"]
             done = [s for s in STAGES if (self.state["stages"].get(s) or {}).get("done")]
-            if all(s in done for s in self.e.a.stages):
-                self.state["status"] = "finished"
+            # finished: every stage asked for now and every stage any stretch started (a report
+            # rendered alone does not finish a run whose harness stage is still to do)
+            started = [s for s in STAGES if s in self.state["stages"]]
+            self.state["status"] = (
+                "finished" if all(s in done for s in [*self.e.a.stages, *started]) else "in progress"
+            )
             self._write()
         self.stage = None
 

@@ -334,3 +334,13 @@ def test_reference_ceiling_scores_the_reference_under_each_call_cap(tmp_path: Pa
     assert d["reference_calls"]["tasks_over"] == {"1": 1, "64": 0}
     assert d["reference_calls"]["at_largest_cap"] == 0
     assert set(by_cap[64]["per_template"]) == {"M1003_ticket_kb_resolution"}
+
+
+def test_a_report_alone_does_not_finish_a_run_with_a_stage_left(exp: ModuleType, tmp_path: Path) -> None:
+    args = ["--work", str(tmp_path), "--results", str(tmp_path / "results"), "--claw-eval", ""]
+    e = exp.Exp(exp.parse([*args, "--stages", "synth,harness"]))
+    e.run_stage("synth", lambda: {"x": 1})
+    e.progress.start("harness")  # a stretch started the harness stage and was stopped
+    e2 = exp.Exp(exp.parse([*args, "--stages", "report"]))
+    e2.run_stage("report", lambda: {"y": 1})
+    assert e2.progress.state["status"] == "in progress"
