@@ -1530,7 +1530,7 @@ def _per_task_stats(data: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
 def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     """``summary.json``: per held-out set and stage, the headline numbers and the paired interval
     of each stage-to-stage completion delta (``delta_ci``); the goals and verdicts."""
-    from coworkenv.eval.metrics import paired_delta, slope, slope_ci
+    from coworkenv.eval.metrics import slope, slope_ci
 
     sets: dict[str, dict[str, Any]] = {}
     for stage, key in STAGE_EVALS:
@@ -1540,13 +1540,7 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
             for name, ev in alt.items():
                 sets.setdefault(name, {})[f"grpo:{est}"] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
     a = sets.get("A", {})
-    DELTAS_ALL = DELTAS + tuple((s_, "sft") for s_ in next(iter(sets.values()), {}) if s_.startswith("grpo:"))
-    per_task = _per_task_stats(data)
-    for name, stages in sets.items():
-        for later, earlier in DELTAS_ALL:
-            if later in stages and earlier in per_task.get(name, {}):
-                d = paired_delta(per_task[name][earlier], per_task[name][later], seed=e.a.seed)
-                stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
+    add_deltas(sets, _per_task_stats(data), seed=e.a.seed)
 
     def delta(x: str, y: str) -> float | None:
         cx, cy = (a.get(x) or {}).get("completion"), (a.get(y) or {}).get("completion")
@@ -1600,10 +1594,25 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def add_deltas(
+    sets: dict[str, dict[str, Any]], per_task: dict[str, dict[str, list[Any]]], *, seed: int
+) -> None:
+    """Each stage's paired completion delta over the earlier stages of :data:`DELTAS` (and every
+    alternative estimator over SFT) into ``sets[set][stage]["delta_ci"]``."""
+    from coworkenv.eval.metrics import paired_delta
+
+    for name, stages in sets.items():
+        pairs = [*DELTAS, *((s_, "sft") for s_ in stages if s_.startswith("grpo:"))]
+        for later, earlier in pairs:
+            if later in stages and earlier in per_task.get(name, {}):
+                d = paired_delta(per_task[name][earlier], per_task[name][later], seed=seed)
+                stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
+
+
 def posthoc_summary(e: Exp, post: dict[str, Any]) -> dict[str, Any]:
     """``posthoc_eval``'s policies as a summary's ``sets`` (set → policy → headline, with the paired
     deltas between policies at the same cap)."""
-    from coworkenv.eval.metrics import TaskStats, paired_delta
+    from coworkenv.eval.metrics import TaskStats
 
     sets: dict[str, dict[str, Any]] = {}
     per_task: dict[str, dict[str, list[Any]]] = {}
@@ -1611,12 +1620,7 @@ def posthoc_summary(e: Exp, post: dict[str, Any]) -> dict[str, Any]:
         for name, ev in got["sets"].items():
             sets.setdefault(name, {})[stage] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
             per_task.setdefault(name, {})[stage] = [TaskStats.model_validate(t) for t in ev["tasks"]]
-    for name, stages in sets.items():
-        pairs = [*DELTAS, *((s_, "sft") for s_ in stages if s_.startswith("grpo:"))]
-        for later, earlier in pairs:
-            if later in stages and earlier in per_task[name]:
-                d = paired_delta(per_task[name][earlier], per_task[name][later], seed=e.a.seed)
-                stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
+    add_deltas(sets, per_task, seed=e.a.seed)
     return {
         "max_turns": post["max_turns"],
         "note": "outside the fixed protocol, after the run: the same policies greedy at this cap on "
