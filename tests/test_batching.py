@@ -464,6 +464,35 @@ def test_bf16_matmuls_keep_logprobs_close_to_the_fp32_recomputation(tiny: Any, t
     eng.close()
 
 
+def test_packed_bf16_weights_give_the_same_tokens_and_logprobs(
+    tiny: Any, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where oneDNN runs bf16 (native bf16 CPUs), matmul="bf16" keeps its weight copies in oneDNN's
+    packed layout: sampled tokens and logprobs are bit for bit those of the plain bf16 copies. Where
+    it does not (an AVX2 CPU, or ``ONEDNN_MAX_CPU_ISA=AVX2``), the copies stay plain and the engine
+    runs."""
+    from coworkenv.proxy.backends import batching
+
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(100, 40_000, (n,), generator=g).tolist() for n in (40, 75, 9)]
+
+    def run() -> tuple[list[Any], bool]:
+        eng = engine(tiny, tokenizer, matmul="bf16")
+        gens = [eng.submit(p, 10, t, 1.0).result(60) for p, t in zip(prompts, (1.0, 0.0, 0.7), strict=True)]
+        packed = any(w.is_mkldnn for w, _ in eng._w16.values())
+        eng.close()
+        return [(x.output_ids, x.logprobs) for x in gens], packed
+
+    got, packed = run()
+    assert packed == batching._packs_bf16()
+    if not packed:
+        return
+    monkeypatch.setattr(batching, "_packs_bf16", lambda: False)
+    plain, was_packed = run()
+    assert not was_packed
+    assert got == plain
+
+
 def test_a_long_prompt_is_prefilled_in_chunks_beside_the_decodes(tiny: Any, tokenizer: Any) -> None:
     """Chunked prefill: with ``step_tokens`` 32 a 150-token prompt takes several steps, and every one
     of them also decodes the running request (a long prompt never stalls the batch)."""
