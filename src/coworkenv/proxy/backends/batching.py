@@ -288,7 +288,7 @@ class BatchEngine:
             "matmul": "bf16" if self.bf16 else weights,
             **({"speculate": str(speculate)} if speculate else {}),
         }
-        self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> bf16 (weight, bias), fused per owner
+        self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> (weight, bias) copies: bf16, packed head
         self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
         self.stats = EngineStats()
         self.version = version
@@ -353,7 +353,7 @@ class BatchEngine:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
-                self._w16.clear()  # bf16 copies are remade from whatever the weights become
+                self._w16.clear()  # weight copies are remade from whatever the weights become
                 change()
                 self.version = version
                 self._cache.clear()
@@ -665,7 +665,7 @@ class BatchEngine:
             return
         rows = ends + [i for _, s, n in verifying for i in range(s, s + n)]
         with torch.inference_mode():
-            every = self.model.lm_head(hidden[0, rows])  # fp32 always: a few rows a step
+            every = self._head(hidden[0, rows])  # fp32 always: a few rows a step
         logits, checked = every[: len(ends)], every[len(ends) :]
         done = self._next_tokens(finishing, logits)
         at = 0
@@ -792,6 +792,20 @@ class BatchEngine:
                 weight = torch.ops.mkldnn._reorder_linear_weight(weight)
             got = self._w16[id(owner)] = (weight, bias)
         return got
+
+    def _head(self, x: Any) -> Any:
+        """The LM head's fp32 logits of ``x`` (a few rows). Where oneDNN runs, on a copy of its
+        weight packed in oneDNN's layout (cached like the bf16 copies, until a swap): fp32 on both
+        paths, only the summation order differs (logprobs within a few 1e-6 of ``lm_head``'s)."""
+        head = self.model.lm_head
+        if type(head) is not self._torch.nn.Linear or not _packs_fp32():
+            return head(x)
+        got = self._w16.get(id(head))
+        if got is None:
+            weight = self._torch.ops.mkldnn._reorder_linear_weight(head.weight.detach())
+            bias = None if head.bias is None else head.bias.detach()
+            got = self._w16[id(head)] = (weight, bias)
+        return self._torch.ops.mkldnn._linear_pointwise(x.contiguous(), got[0], got[1], "none", [], "")
 
     def _mm16(self, x: Any, weight: Any, bias: Any) -> Any:
         """``x @ weight.T + bias`` on a bf16 copy from :meth:`_bf16_weights`, in bf16. A packed copy
@@ -1119,6 +1133,19 @@ class BatchEngine:
             scores = scores + mask
         lse = torch.logsumexp(scores, dim=-1)
         return torch.matmul(torch.exp(scores - lse[..., None]), v), lse
+
+
+@functools.cache
+def _packs_fp32() -> bool:
+    """Whether this torch build runs fp32 linears on oneDNN-packed weights (any x86 CPU it runs on)."""
+    import torch
+
+    mkldnn = torch.ops.mkldnn
+    return bool(
+        torch.backends.mkldnn.is_available()
+        and hasattr(mkldnn, "_reorder_linear_weight")
+        and hasattr(mkldnn, "_linear_pointwise")
+    )
 
 
 @functools.cache
