@@ -91,13 +91,14 @@ def matmul_gflops(shapes: list[tuple[int, int]], dtype: torch.dtype, rows: int =
     return flops / best(run) / 1e9
 
 
-def decode_shares(prof: Any) -> dict[str, Any]:
-    """Self CPU time of the profiled decode steps by what the operator does, as shares."""
+def decode_shares(prof: Any, wall_s: float) -> dict[str, Any]:
+    """Self CPU time of the profiled decode steps by what the operator does, as shares, and how much
+    of the steps' wall ``wall_s`` no operator accounts for (Python and dispatch between them)."""
     vocab = "49152"
     parts: dict[str, float] = {}
     for e in prof.key_averages(group_by_input_shape=True):
         shapes = str(e.input_shapes)
-        if e.key == "aten::mm":
+        if e.key in ("aten::mm", "aten::addmm") or "linear_pointwise" in e.key:  # plain or oneDNN-packed
             what = "LM head matmul (fp32)" if vocab in shapes else "decoder linears"
         elif "flash_attention" in e.key:
             q = e.input_shapes[0] if e.input_shapes else [1]
@@ -110,7 +111,13 @@ def decode_shares(prof: Any) -> dict[str, Any]:
         parts[what] = parts.get(what, 0.0) + e.self_cpu_time_total / 1e6
     total = sum(parts.values())
     shares = {k: round(v / total, 3) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
-    return {"self_cpu_s": round(total, 3), "shares": shares}
+    outside = max(0.0, wall_s - total)
+    return {
+        "self_cpu_s": round(total, 3),
+        "wall_s": round(wall_s, 3),
+        "outside_ops_s": round(outside, 3),
+        "shares": shares,
+    }
 
 
 def run_engine(
@@ -123,6 +130,7 @@ def run_engine(
     step = engine._step
     prof = torch.profiler.profile(record_shapes=True) if args.profile_decode else None
     profiled = [0]
+    profiled_wall = [0.0]
     shares: dict[str, Any] = {}
 
     def timed(batch: Any) -> None:
@@ -139,9 +147,10 @@ def run_engine(
         steps.append({"s": time.perf_counter() - t0, "prefill": prefill, "rows": len(batch), "ctx": ctx})
         if watch:
             profiled[0] += 1
+            profiled_wall[0] += steps[-1]["s"]
             if profiled[0] == args.profile_decode:
                 prof.stop()  # type: ignore[union-attr]
-                shares.update(decode_shares(prof))
+                shares.update(decode_shares(prof, profiled_wall[0]))
 
     engine._step = timed
     gen = torch.Generator().manual_seed(0)
