@@ -34,12 +34,18 @@ Per server and level:
   and longest pause (a long pause stalls every call in flight);
 * ``capture_ms`` (``proxy`` only) — inside the proxy, per call: building the record and appending it
   (wall); ``capture_cpu_ms`` the same in thread CPU time (the work alone, without descheduling);
+  ``capture_switched_share`` the share of calls during which the kernel switched the thread out
+  (involuntary context switches), ``capture_ms_unswitched`` the wall of the others;
 * ``server_cpu_ms_per_call`` — the server process's CPU (user + system) over the load / calls;
 * ``rss_per_live_rollout_kb`` — (the server's RSS peak under load, the kernel's high-water mark
   ``VmHWM`` — no sampling thread in the server — − its RSS once serving, before any rollout was
   opened) / N; at the peak every rollout is open with about one call in flight;
 * ``load_cpu_util`` / ``server_cpu_util`` — CPU seconds / wall seconds of each process (well under
   1.0: not saturated).
+
+``--pin yes`` puts the server on one core and the load process on the other (``both``: each run
+unpinned, then pinned), so neither preempts the other: what a deployment with a core per proxy
+process sees.
 
 Both processes follow the runner's rule for many live rollouts (:func:`fewer_collections` at
 ``MANY_ROLLOUTS`` or more), as the proxy inside a run does.
@@ -61,6 +67,7 @@ import json
 import multiprocessing
 import os
 import random
+import resource
 import tempfile
 import time
 from multiprocessing.connection import Connection
@@ -135,19 +142,23 @@ class DirectEngine:
 
 
 class Timed:
-    """Wraps a method of one object, appending each call's wall and thread CPU seconds to ``into``
-    (the capture's cost): the wall time includes the process being descheduled, the CPU time is the
-    work alone. An ``array`` of doubles, so the measurement adds no object for the server's collector."""
+    """Wraps a method of one object, appending each call's wall and thread CPU seconds and the
+    thread's involuntary context switches meanwhile to ``into`` (the capture's cost): the wall time
+    includes the thread being descheduled, the CPU time is the work alone, and a switch says the
+    kernel gave the core to another task mid-step. An ``array`` of doubles, so the measurement adds
+    no object for the server's collector."""
 
     def __init__(self, target: Any, name: str, into: array.array[float]) -> None:
         inner = getattr(target, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
+            s0 = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return inner(*args, **kwargs)
             finally:
-                into.extend((time.perf_counter() - t0, time.thread_time() - c0))
+                wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+                into.extend((wall, cpu, resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw - s0))
 
         setattr(target, name, timed)
 
@@ -203,8 +214,11 @@ def engines(tasks: list[TaskSpec], n: int, ttft_s: float) -> list[SimulatedBacke
     ]
 
 
-def serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
-    """The server process: serve, open ``n`` rollouts, report, measure until told to stop."""
+def serve(mode: str, n: int, ttft_s: float, conn: Connection, cpu: int | None = None) -> None:
+    """The server process (on CPU ``cpu`` alone when given, before any thread starts): serve, open
+    ``n`` rollouts, report, measure until told to stop."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     raise_fd_limit()
     asyncio.run(_serve(mode, n, ttft_s, conn))
 
@@ -257,10 +271,12 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             gc.callbacks.remove(pauses)
             many.__exit__(None, None, None)
             peak = rss_kb("VmHWM")
-    # the two timed steps of one call are adjacent entries: sum them pairwise
-    wall, cpu = capture_s[0::2], capture_s[1::2]
+    # the two timed steps of one call are adjacent (wall, CPU, switches) triples: sum them pairwise
+    wall, cpu, switched = capture_s[0::3], capture_s[1::3], capture_s[2::3]
     per_call = [a + b for a, b in zip(wall[::2], wall[1::2], strict=False)]
     per_call_cpu = [a + b for a, b in zip(cpu[::2], cpu[1::2], strict=False)]
+    per_call_sw = [a + b for a, b in zip(switched[::2], switched[1::2], strict=False)]
+    kept = [w for w, sw in zip(per_call, per_call_sw, strict=True) if not sw]
     conn.send(
         {
             "server_cpu_s": round(cpu_s, 3),
@@ -275,6 +291,14 @@ async def _serve(mode: str, n: int, ttft_s: float, conn: Connection) -> None:
             "server_gc": pauses.summary(),
             "capture_ms": percentiles([1e3 * s for s in per_call]) if mode == "proxy" else None,
             "capture_cpu_ms": percentiles([1e3 * s for s in per_call_cpu]) if mode == "proxy" else None,
+            # the wall tail split: calls during which the kernel switched the thread out, and the
+            # wall of the others (what the capture takes when it keeps its core)
+            "capture_switched_share": round(sum(1 for x in per_call_sw if x) / max(1, len(per_call_sw)), 4)
+            if mode == "proxy"
+            else None,
+            "capture_ms_unswitched": percentiles([1e3 * s for s in kept])
+            if mode == "proxy" and kept
+            else None,
         }
     )
 
@@ -380,12 +404,18 @@ def keepalive(repeats: int) -> dict[str, Any]:
     }
 
 
-def level(mode: str, n: int, rate: float, max_calls: int) -> dict[str, Any]:
+def level(mode: str, n: int, rate: float, max_calls: int, pin: bool = False) -> dict[str, Any]:
+    """One server under one load. ``pin``: the server on the first CPU this process may use, the
+    load process on the second (each keeps its core: the other process never preempts it)."""
     ttft_s = n / rate
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    server = ctx.Process(target=serve, args=(mode, n, ttft_s, child), daemon=True)
+    allowed = os.sched_getaffinity(0)
+    first, second = sorted(allowed)[:2] if pin else (None, None)
+    server = ctx.Process(target=serve, args=(mode, n, ttft_s, child, first), daemon=True)
     server.start()
+    if second is not None:
+        os.sched_setaffinity(0, {second})
     try:
         prefixes = parent.recv()["prefixes"]
         parent.send("go")
@@ -394,11 +424,13 @@ def level(mode: str, n: int, rate: float, max_calls: int) -> dict[str, Any]:
         parent.send(calls)
         stats = parent.recv()
     finally:
+        os.sched_setaffinity(0, allowed)
         server.join(timeout=30)
         if server.is_alive():
             server.kill()
     return {
         "mode": mode,
+        "pinned": pin,
         "rollouts": n,
         "ttft_ms": round(1e3 * ttft_s, 1),
         "calls": calls,
@@ -418,6 +450,12 @@ def main() -> None:
     ap.add_argument("--max-calls", type=int, default=20, help="model calls per rollout at most")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each (mode, level), reported apart")
     ap.add_argument(
+        "--pin",
+        default="no",
+        choices=("no", "yes", "both"),
+        help="pin the server and the load process to a core each (both: every run unpinned, then pinned)",
+    )
+    ap.add_argument(
         "--keepalive", type=int, default=0, help="also time N requests on one kept-alive connection"
     )
     ap.add_argument("--out", type=Path, default=None, help="default results/proxy-load-<date>.json")
@@ -428,15 +466,18 @@ def main() -> None:
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise SystemExit(f"--modes: unknown {unknown}; use {', '.join(MODES)}")
+    if args.pin != "no" and len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("--pin: needs two CPUs this process may run on (see `taskset -p $$`)")
     started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     for n in (int(x) for x in args.rollouts.split(",") if x and x != "0"):
         for repeat in range(args.repeats):
             for mode in modes:  # interleaved, so a drift in the machine touches every mode alike
-                row = level(mode, n, args.rate, args.max_calls) | {"repeat": repeat}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+                for pin in {"no": (False,), "yes": (True,), "both": (False, True)}[args.pin]:
+                    row = level(mode, n, args.rate, args.max_calls, pin) | {"repeat": repeat}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     doc = {
         **provenance("proxy-load", started),
         "setup": {

@@ -195,10 +195,15 @@ def test_bench_proxy_load_measures_each_server_under_the_same_load(tmp_path: Pat
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "proxy-load.json"
-    cmd = [sys.executable, "bench_proxy_load.py", "--rollouts", "25", "--rate", "250", "--out", str(out)]
-    subprocess.run(cmd, cwd=root / "benchmarks", check=True, capture_output=True, timeout=300)
+    cmd = [sys.executable, "bench_proxy_load.py", "--rollouts", "25", "--rate", "250", "--pin", "both"]
+    bench = root / "benchmarks"
+    subprocess.run([*cmd, "--out", str(out)], cwd=bench, check=True, capture_output=True, timeout=300)
     doc = json.loads(out.read_text())
-    rows = {row["mode"]: row for row in doc["levels"]}
+    assert [row["pinned"] for row in doc["levels"]] == [False, True] * 3  # each server unpinned, then pinned
+    pinned = next(row for row in doc["levels"] if row["mode"] == "proxy" and row["pinned"])
+    assert 0 <= pinned["capture_switched_share"] <= 1
+    assert pinned["capture_ms_unswitched"]["p50"] > 0
+    rows = {row["mode"]: row for row in doc["levels"] if not row["pinned"]}
     assert set(rows) == {"direct", "nocapture", "proxy"}
     assert len({row["calls"] for row in rows.values()}) == 1  # the identical load on every server
     assert rows["direct"]["calls"] > 25
