@@ -43,6 +43,10 @@ copies of their weights, made at first use and after every swap (the fp32 weight
 training; attention, KV, norms, the LM head and logprobs stay float32); ``auto`` picks it where
 the CPU computes bf16 natively; ``fp32`` is the default. Its logprobs then differ from the
 trainer's fp32 recomputation by bf16 rounding (measured by ``benchmarks/bench_generation.py``).
+Where oneDNN runs (x86 torch builds), the linears' weight copies — bf16, or float32 copies of a
+float32 model (double its weights' memory, for speed) — and a float32 copy of the LM head are kept
+in oneDNN's packed layout, so a matmul of a step's few rows skips the per-call reorder a plain
+weight costs (bf16: bit for bit the same; float32: another summation order, float32 rounding).
 
 Speculative decoding (``speculate=K``, off by default): after each token a decoding request proposes
 up to K draft tokens by prompt lookup (:class:`~coworkenv.proxy.backends.lookup.PromptLookup`: what
@@ -288,7 +292,7 @@ class BatchEngine:
             "matmul": "bf16" if self.bf16 else weights,
             **({"speculate": str(speculate)} if speculate else {}),
         }
-        self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> (weight, bias) copies: bf16, packed head
+        self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> (weight, bias) copies (see _copies, _head)
         self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
         self.stats = EngineStats()
         self.version = version
@@ -763,32 +767,43 @@ class BatchEngine:
 
     # ------------------------------------------------------------------ the model
 
+    def _copy_dtype(self) -> Any:
+        """The dtype of the linears' weight copies: bf16 with bf16 matmuls; float32 for a float32
+        model where oneDNN runs (the copies then only change the layout); None: no copies, the
+        modules run as they are."""
+        torch = self._torch
+        if self.bf16:
+            return torch.bfloat16
+        return torch.float32 if self.dtype == torch.float32 and _packs_fp32() else None
+
     def _plain(self, *modules: Any) -> bool:
-        """Whether the bf16 path applies: bf16 matmuls asked for and every module a plain Linear."""
-        return self.bf16 and all(type(m) is self._torch.nn.Linear for m in modules)
+        """Whether the copies apply: a copy dtype (:meth:`_copy_dtype`) and every module a plain Linear."""
+        return self._copy_dtype() is not None and all(type(m) is self._torch.nn.Linear for m in modules)
 
     def _linear(self, module: Any, x: Any) -> Any:
-        """``module(x)``; with bf16 matmuls a plain ``nn.Linear`` runs on a bf16 copy of its weights
-        (made at first use, dropped at every swap) and returns float32."""
+        """``module(x)``; a plain ``nn.Linear`` runs on a copy of its weights (made at first use,
+        dropped at every swap) and returns float32."""
         if not self._plain(module):
             return module(x)
-        w, b = self._bf16_weights(module, module)
-        return self._mm16(x, w, b).float()
+        w, b = self._copies(module, module)
+        return self._mm(x, w, b).float()
 
-    def _bf16_weights(self, owner: Any, *modules: Any) -> tuple[Any, Any]:
-        """bf16 copies of ``modules``' weights (and biases) stacked along the output dimension, so
-        linears reading the same input run as one matmul; cached under ``owner`` until a swap."""
+    def _copies(self, owner: Any, *modules: Any) -> tuple[Any, Any]:
+        """Copies of ``modules``' weights (and biases) in :meth:`_copy_dtype`, stacked along the
+        output dimension, so linears reading the same input run as one matmul; packed in oneDNN's
+        blocked layout where oneDNN runs that dtype; cached under ``owner`` until a swap."""
         got = self._w16.get(id(owner))
         if got is None:
             torch = self._torch
-            weight = torch.cat([m.weight.detach() for m in modules]).to(torch.bfloat16)
+            dtype = self._copy_dtype()
+            weight = torch.cat([m.weight.detach() for m in modules]).to(dtype)
             bias = None
             if any(m.bias is not None for m in modules):
                 parts = [
                     m.bias.detach() if m.bias is not None else torch.zeros(m.weight.shape[0]) for m in modules
                 ]
-                bias = torch.cat(parts).to(torch.bfloat16)
-            if _packs_bf16():  # oneDNN's blocked layout, made once per swap
+                bias = torch.cat(parts).to(dtype)
+            if _packs_fp32() if dtype == torch.float32 else _packs_bf16():  # made once per swap
                 weight = torch.ops.mkldnn._reorder_linear_weight(weight)
             got = self._w16[id(owner)] = (weight, bias)
         return got
@@ -807,38 +822,40 @@ class BatchEngine:
             got = self._w16[id(head)] = (weight, bias)
         return self._torch.ops.mkldnn._linear_pointwise(x.contiguous(), got[0], got[1], "none", [], "")
 
-    def _mm16(self, x: Any, weight: Any, bias: Any) -> Any:
-        """``x @ weight.T + bias`` on a bf16 copy from :meth:`_bf16_weights`, in bf16. A packed copy
-        (oneDNN's blocked layout, made once per swap) saves the per-call reorder that ``linear``
-        does on a plain one: the same result bit for bit (tested), faster at decode's few rows."""
+    def _mm(self, x: Any, weight: Any, bias: Any) -> Any:
+        """``x @ weight.T + bias`` on a copy from :meth:`_copies`, in the copy's dtype. A packed copy
+        saves the per-call reorder ``linear`` does on a plain one: in bf16 the same result bit for
+        bit (tested), in float32 another summation order (fp32 rounding), and faster at decode's few
+        rows either way (``benchmarks/roofline_generation.py``)."""
         torch = self._torch
-        x = x.to(torch.bfloat16)
-        if not _packs_bf16():
+        x = x.to(weight.dtype)
+        if not weight.is_mkldnn:
             return torch.nn.functional.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, bias, "none", [], "")
 
     def _qkv(self, attn: Any, x: Any) -> tuple[Any, Any, Any]:
-        """The query, key and value projections of ``x``; with bf16 matmuls one fused matmul."""
+        """The query, key and value projections of ``x``; on weight copies one fused matmul."""
         parts = (attn.q_proj, attn.k_proj, attn.v_proj)
         if not self._plain(*parts):
             return parts[0](x), parts[1](x), parts[2](x)
-        w, b = self._bf16_weights(attn, *parts)
-        y = self._mm16(x, w, b).float()
+        w, b = self._copies(attn, *parts)
+        y = self._mm(x, w, b).float()
         q, k, v = y.split([int(p.weight.shape[0]) for p in parts], dim=-1)
         return q, k, v
 
     def _mlp(self, mlp: Any, x: Any) -> Any:
-        """The layer's MLP; with bf16 matmuls a Llama MLP (gate, up, down: plain linears) runs in
-        bf16 from its input (gate and up as one matmul) to the down projection's float32 output."""
+        """The layer's MLP; on weight copies a Llama MLP (gate, up, down: plain linears) runs in the
+        copies' dtype from its input (gate and up as one matmul) to the down projection's float32
+        output."""
         gate, up, down = (getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj"))
         if not hasattr(mlp, "act_fn") or not self._plain(gate, up, down):
             return mlp(x)
         assert gate is not None  # a plain Linear
-        wgu, bgu = self._bf16_weights(mlp, gate, up)
-        wd, bd = self._bf16_weights(down, down)
-        gu = self._mm16(x, wgu, bgu)
+        wgu, bgu = self._copies(mlp, gate, up)
+        wd, bd = self._copies(down, down)
+        gu = self._mm(x, wgu, bgu)
         width = int(gate.weight.shape[0])
-        return self._mm16(mlp.act_fn(gu[..., :width]) * gu[..., width:], wd, bd).float()
+        return self._mm(mlp.act_fn(gu[..., :width]) * gu[..., width:], wd, bd).float()
 
     def _forward(self, plan: Sequence[tuple[_Request, int]], ids: Any, pos: Any) -> Any:
         """The model's decoder over one flat token sequence. Attention: a request without a shared
