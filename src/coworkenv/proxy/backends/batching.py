@@ -131,7 +131,10 @@ class _Block:
 class _Decodes:
     """One step's plan for the arena's one call: the spans fed from a slot (their indices and rows
     each: a decode token, and with ``speculate`` its draft), every such row's flat query position,
-    slot and own position (where its key goes), the slot range ``lo`` .. ``lo + width`` read with
+    ``store``: for each such row and KV head (row-major) the row of a layer's arena keys (or values)
+    viewed as (slots × kv_heads × slot_tokens, dim) its key goes to — one ``index_copy_`` per layer
+    (an ``index_put`` with the slot and position indices around the head slice cost ~1,000× as much:
+    it was a fifth of a decode step) — the slot range ``lo`` .. ``lo + width`` read with
     ``depth`` query rows per slot, ``src`` the flat position each of the call's (slot, row) reads its
     query from (padding reads position 0, masked to one column, discarded), ``dst`` the call's
     (slot, row) of each span row, the keys read per slot and an additive causal mask per (slot, row)."""
@@ -139,8 +142,7 @@ class _Decodes:
     spans: list[int]
     rows: list[int]
     idx: Any
-    slots: Any
-    pos: Any
+    store: Any
     lo: int
     width: int
     depth: int
@@ -1076,8 +1078,7 @@ class BatchEngine:
             spans=members,
             rows=rows,
             idx=flat,
-            slots=torch.tensor(row_slots),
-            pos=torch.tensor(pos),
+            store=self._store_rows(row_slots, pos),
             lo=lo,
             width=width,
             depth=depth,
@@ -1087,6 +1088,14 @@ class BatchEngine:
             mask=mask,
             plain=plain,
         )
+
+    def _store_rows(self, slots: list[int], pos: list[int]) -> Any:
+        """:attr:`_Decodes.store` for rows at ``slots`` and own positions ``pos``."""
+        torch = self._torch
+        kvh, width = self.kv_heads, self.slot_tokens
+        heads = torch.arange(kvh)
+        rows = (torch.tensor(slots)[:, None] * kvh + heads[None, :]) * width + torch.tensor(pos)[:, None]
+        return rows.reshape(-1)
 
     def _clean_columns(self, slots: range, keys: int) -> None:
         """Zero the first ``keys`` columns (rounded up to 64) of ``slots`` where nothing was written
@@ -1116,8 +1125,10 @@ class BatchEngine:
         heads, kvh, hd = self.heads, self.kv_heads, self.head_dim
         rep, width, depth = heads // kvh, dec.width, dec.depth
         arena = self._arena[li]  # (2, slots, kv_heads, slot_tokens, dim)
-        arena[0][dec.slots, :, dec.pos] = k[0].index_select(1, dec.idx).transpose(0, 1)
-        arena[1][dec.slots, :, dec.pos] = v[0].index_select(1, dec.idx).transpose(0, 1)
+        for kv, new in ((arena[0], k), (arena[1], v)):  # (rows, kv_heads, dim) rows of (slot, head, pos)
+            kv.view(-1, hd).index_copy_(
+                0, dec.store, new[0].index_select(1, dec.idx).transpose(0, 1).reshape(-1, hd)
+            )
         qs = q[0].index_select(1, dec.src).view(kvh, rep, width, depth, hd)
         qs = qs.permute(2, 0, 3, 1, 4).reshape(width, kvh, depth * rep, hd)
         window = slice(dec.lo, dec.lo + width)
