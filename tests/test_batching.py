@@ -404,6 +404,13 @@ def test_the_batched_sampler_has_the_old_samplers_logprobs_and_distribution() ->
         batch = processed_logprobs_batch(x, temps, tops)
         for i in range(8):
             assert torch.equal(batch[i], processed_logprobs(x[i], temps[i], tops[i])), (trial, i)
+        # greedy and T = 1 rows only (no division), top-p on some: the same rows, the input untouched
+        plain = [(1.0, 0.0)[(trial + i) % 2] for i in range(8)]
+        kept = x.clone()
+        same = processed_logprobs_batch(x, plain, tops)
+        assert torch.equal(x, kept)
+        for i in range(8):
+            assert torch.equal(same[i], processed_logprobs(x[i], plain[i], tops[i])), (trial, i)
         gens = [torch.Generator().manual_seed(i) for i in range(8)]
         tokens, lps = sample_batch(x, temps, tops, gens)
         for i, (t, lp) in enumerate(zip(tokens, lps, strict=True)):

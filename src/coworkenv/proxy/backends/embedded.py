@@ -118,12 +118,13 @@ def processed_logprobs_batch(logits: Any, temperatures: Sequence[float], top_ps:
 
     logits = logits.float()
     rows, vocab = logits.shape
-    temps = torch.tensor([t if t > 0 else 1.0 for t in temperatures], dtype=torch.float32)
-    x = logits / temps[:, None]
-    greedy = [i for i, t in enumerate(temperatures) if t <= 0]
-    if greedy:
-        x[greedy] = logits[greedy]
+    x = logits
+    if any(t > 0 and t != 1.0 for t in temperatures):  # else every row is as it is (greedy, or T = 1)
+        temps = torch.tensor([t if t > 0 else 1.0 for t in temperatures], dtype=torch.float32)
+        x = logits / temps[:, None]  # a row divided by 1.0 is bit for bit itself
     nucleus = [i for i in range(rows) if temperatures[i] > 0 and 0 < top_ps[i] < 1]
+    if nucleus and x is logits:
+        x = logits.clone()  # its nucleus rows are masked below: never the caller's logits
     fallback = [] if vocab > TOP_K_FIRST else nucleus
     if nucleus and not fallback:
         sub = x[nucleus]
