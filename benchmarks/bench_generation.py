@@ -23,7 +23,9 @@ Arms (``--arms``):
   sampler, and bf16 only where the CPU computes it natively, ``matmul=auto``); ``batched-speculate``
   and ``batched-all-speculate`` are ``batched`` and ``batched-all`` with prompt-lookup speculative
   decoding (``speculate=4``: up to 4 draft tokens a step, verified by speculative sampling; the row's
-  ``engine`` counters say how many were drafted and accepted) — compare each with its arm without.
+  ``engine`` counters say how many were drafted and accepted) — compare each with its arm without;
+  ``batched-all-kv16`` and ``batched-all-kv16-speculate`` add ``kv=auto`` (the KV cache and attention
+  in bf16 where the CPU computes it natively, as ``vllm-bf16`` keeps them).
   Every embedded arm's row also holds ``logprob_mismatch``: the captured logprobs of its first
   ``--mismatch-calls`` calls against the trainer's fp32 recomputation (``rl.packing.
   forward_logprobs``) and the truncated-IS statistics at the RL default cap 2.0;
@@ -85,6 +87,8 @@ LEVER_ARMS = {
     "batched-all": "&attention=arena&sampler=batched&matmul=auto",
     "batched-speculate": "&attention=arena&sampler=batched&matmul=fp32&speculate=4",
     "batched-all-speculate": "&attention=arena&sampler=batched&matmul=auto&speculate=4",
+    "batched-all-kv16": "&attention=arena&sampler=batched&matmul=auto&kv=auto",
+    "batched-all-kv16-speculate": "&attention=arena&sampler=batched&matmul=auto&kv=auto&speculate=4",
 }
 
 

@@ -125,7 +125,9 @@ def run_engine(
 ) -> tuple[list[dict[str, Any]], float, dict[str, int], Any, dict[str, Any]]:
     """The workload through a fresh engine, each step timed: (steps, wall s, engine counters, options,
     the decode profile's shares or {})."""
-    engine = BatchEngine(model, end_ids=frozenset(), decode=lambda ids: "", seed=0, matmul=args.matmul)
+    engine = BatchEngine(
+        model, end_ids=frozenset(), decode=lambda ids: "", seed=0, matmul=args.matmul, kv=args.kv
+    )
     steps: list[dict[str, Any]] = []
     step = engine._step
     prof = torch.profiler.profile(record_shapes=True) if args.profile_decode else None
@@ -181,6 +183,7 @@ def main() -> None:
     ap.add_argument("--own", type=int, default=324, help="each request's own prompt tokens")
     ap.add_argument("--new", type=int, default=112, help="tokens decoded per request")
     ap.add_argument("--matmul", default="bf16", help="the engine's matmul option: bf16 or fp32")
+    ap.add_argument("--kv", default="fp32", help="the engine's kv option: fp32 or bf16 (KV and attention)")
     ap.add_argument(
         "--profile-decode",
         type=int,
@@ -205,7 +208,8 @@ def main() -> None:
     steps, wall, stats, options, profile = run_engine(model, args)
 
     width = 2 if run_dtype == torch.bfloat16 else 4
-    kv_per_token = layers * 2 * shapes[1][1] * 4  # K and V (the k projection's width) per layer, fp32
+    kv_bytes = 2 if args.kv == "bf16" else 4
+    kv_per_token = layers * 2 * shapes[1][1] * kv_bytes  # K and V (the k projection's width) per layer
     pre = [s for s in steps if s["prefill"]]
     dec = [s for s in steps if not s["prefill"]]
     pre_s, dec_s = sum(s["s"] for s in pre), sum(s["s"] for s in dec)

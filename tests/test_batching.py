@@ -500,6 +500,28 @@ def test_packed_bf16_weights_give_the_same_tokens_and_logprobs(
     assert got == plain
 
 
+def test_a_bf16_kv_cache_keeps_logprobs_close_in_every_attention(tiny: Any, tokenizer: Any) -> None:
+    """kv="bf16": keys, values and attention in bf16 (as an engine serving bf16 keeps them), the
+    linears and logprobs in fp32: on the shared-prefix workload every attention mode stores bf16
+    KV and its logprobs stay within bf16 rounding of the fp32 engine's; a bad value names the option."""
+    _, (ref, _) = shared_prefix_workload(tiny, tokenizer, attention="per_request")
+    for mode in ("arena", "cascade", "per_request"):
+        eng = engine(tiny, tokenizer, step_tokens=48, attention=mode, kv="bf16")
+        assert eng.options["kv"] == "bf16"
+        assert eng.kv_dtype == torch.bfloat16
+        _, (results, stats) = shared_prefix_workload(tiny, tokenizer, eng=eng)
+        assert (stats.arena_rows > 0) == (mode == "arena")
+        for a, b in zip(results, ref, strict=True):
+            n = min(len(a.output_ids), len(b.output_ids))
+            agree = next((i for i in range(n) if a.output_ids[i] != b.output_ids[i]), n)
+            assert agree >= 1  # the first token is the fp32 engine's
+            assert a.logprobs[:agree] == pytest.approx(b.logprobs[:agree], abs=0.1)
+        if mode == "arena":
+            assert eng._arena.dtype == torch.bfloat16
+    with pytest.raises(BackendError, match="kv="):
+        engine(tiny, tokenizer, kv="fp8")
+
+
 def test_a_long_prompt_is_prefilled_in_chunks_beside_the_decodes(tiny: Any, tokenizer: Any) -> None:
     """Chunked prefill: with ``step_tokens`` 32 a 150-token prompt takes several steps, and every one
     of them also decodes the running request (a long prompt never stalls the batch)."""

@@ -14,7 +14,8 @@
   ``sampler`` (``batched``, the default; or ``per_row``), ``matmul`` (``fp32``, the default;
   ``bf16``; ``auto``: bf16 where the CPU computes it natively), ``speculate`` (up to N draft tokens
   a step by prompt lookup, verified by speculative sampling: the same distribution and logprobs;
-  0, the default, is off).
+  0, the default, is off), ``kv`` (``fp32``, the default; ``bf16``: the KV cache and attention in
+  bf16, as an engine serving bf16 keeps them; ``auto``: bf16 where the CPU computes it natively).
 * ``scripted`` — every built-in task's reference solution, routed by the request text;
   ``scripted:TASK_ID_OR_FILE[,MORE]`` — those tasks; options ``fault_rate``, ``fault_seed``.
 * ``vllm:URL``, ``sglang:URL``, ``openai:URL`` — a token-exact engine (OpenAI-compatible
@@ -127,6 +128,7 @@ def make_backend(spec: str) -> Backend:
                 "sampler",
                 "matmul",
                 "speculate",
+                "kv",
             ),
         )
         if "max_tokens" in opts:

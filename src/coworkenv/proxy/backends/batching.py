@@ -86,6 +86,7 @@ MIN_SHARED = 16  # shorter common prefixes are not worth a copy
 ATTENTIONS = ("cascade", "arena", "grouped", "per_request")
 SAMPLERS = ("batched", "per_row")
 MATMULS = ("fp32", "bf16", "auto")
+KVS = ("fp32", "bf16", "auto")
 MAX_SPECULATE = 16
 
 
@@ -244,17 +245,9 @@ class BatchEngine:
         matmul: str = "fp32",
         slot_tokens: int = 1024,
         speculate: int = 0,
+        kv: str = "fp32",
     ) -> None:
-        if attention not in ATTENTIONS or sampler not in SAMPLERS or matmul not in MATMULS:
-            raise BackendError(
-                "invalid_option",
-                f"attention={attention!r} sampler={sampler!r} matmul={matmul!r}: use attention in "
-                f"{ATTENTIONS}, sampler in {SAMPLERS}, matmul in {MATMULS}",
-            )
-        if not 0 <= speculate <= MAX_SPECULATE:
-            raise BackendError(
-                "invalid_option", f"speculate={speculate}: use 0 (off) to {MAX_SPECULATE} draft tokens a step"
-            )
+        _check_options(attention, sampler, matmul, kv, speculate)
         if not supports(model):
             kind = getattr(getattr(model, "config", None), "model_type", "?")
             raise BackendError(
@@ -282,11 +275,10 @@ class BatchEngine:
         self._free_slots: list[int] = list(range(max_batch))  # a heap: the lowest free slot first
         self._clean = [0] * max_batch  # per slot: its first columns known to hold finite values
         self.batched_sampler = sampler == "batched"
-        if matmul == "auto":
-            from coworkenv.machine import native_bf16
-
-            matmul = "bf16" if native_bf16() else "fp32"
-        self.bf16 = matmul == "bf16" and self.dtype == torch.float32
+        self.bf16 = _resolve(matmul) == "bf16" and self.dtype == torch.float32
+        self.kv_dtype = (
+            torch.bfloat16 if _resolve(kv) == "bf16" and self.dtype == torch.float32 else self.dtype
+        )
         weights = "fp32" if self.dtype == torch.float32 else str(self.dtype).removeprefix("torch.")
         self.speculate = speculate
         self.options = {
@@ -294,6 +286,7 @@ class BatchEngine:
             "sampler": sampler,
             "matmul": "bf16" if self.bf16 else weights,
             **({"speculate": str(speculate)} if speculate else {}),
+            **({"kv": "bf16"} if self.kv_dtype != self.dtype else {}),
         }
         self._w16: dict[int, tuple[Any, Any]] = {}  # id(owner) -> (weight, bias) copies (see _copies, _head)
         self._flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -488,7 +481,7 @@ class BatchEngine:
 
     def _alloc(self, capacity: int) -> Any:
         cap = -(-capacity // 64) * 64
-        return self._torch.empty((self.layers, 2, self.kv_heads, cap, self.head_dim), dtype=self.dtype)
+        return self._torch.empty((self.layers, 2, self.kv_heads, cap, self.head_dim), dtype=self.kv_dtype)
 
     def _own_kv(self, capacity: int) -> tuple[Any, int | None]:
         """Storage for a sequence's own KV of ``capacity`` tokens: an arena slot where it fits
@@ -498,7 +491,7 @@ class BatchEngine:
             return self._alloc(capacity), None
         if self._arena is None:
             shape = (self.layers, 2, self.max_batch, self.kv_heads, self.slot_tokens, self.head_dim)
-            self._arena = self._torch.empty(shape, dtype=self.dtype)
+            self._arena = self._torch.empty(shape, dtype=self.kv_dtype)
         slot = heapq.heappop(self._free_slots)
         return self._arena[:, :, slot], slot
 
@@ -787,7 +780,7 @@ class BatchEngine:
         """``module(x)``; a plain ``nn.Linear`` runs on a copy of its weights (made at first use,
         dropped at every swap) and returns float32."""
         if not self._plain(module):
-            return module(x)
+            return module(x.to(self.dtype))
         w, b = self._copies(module, module)
         return self._mm(x, w, b).float()
 
@@ -885,6 +878,8 @@ class BatchEngine:
             k = k.view(1, total, kvh, hd).transpose(1, 2)
             v = v.view(1, total, kvh, hd).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            if self.kv_dtype != q.dtype:  # kv="bf16": keys, values, queries and attention in bf16
+                q, k, v = q.to(self.kv_dtype), k.to(self.kv_dtype), v.to(self.kv_dtype)
             out = torch.empty_like(q)
             pre = {} if dec is None else self._arena_attend(dec, li, q, k, v, out=out, scale=attn.scaling)
             self._own_attend(li, q, k, v, out=out, spans=spans, skip=pre, scale=attn.scaling)
@@ -1160,8 +1155,31 @@ class BatchEngine:
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale
         if mask is not None:
             scores = scores + mask
-        lse = torch.logsumexp(scores, dim=-1)
-        return torch.matmul(torch.exp(scores - lse[..., None]), v), lse
+        lse = torch.logsumexp(scores.float(), dim=-1)
+        return torch.matmul(torch.exp(scores - lse[..., None]).to(v.dtype), v), lse
+
+
+def _check_options(attention: str, sampler: str, matmul: str, kv: str, speculate: int) -> None:
+    """A :class:`BackendError` naming the option and its values for any value out of range."""
+    if attention not in ATTENTIONS or sampler not in SAMPLERS or matmul not in MATMULS or kv not in KVS:
+        raise BackendError(
+            "invalid_option",
+            f"attention={attention!r} sampler={sampler!r} matmul={matmul!r} kv={kv!r}: use attention in "
+            f"{ATTENTIONS}, sampler in {SAMPLERS}, matmul in {MATMULS}, kv in {KVS}",
+        )
+    if not 0 <= speculate <= MAX_SPECULATE:
+        raise BackendError(
+            "invalid_option", f"speculate={speculate}: use 0 (off) to {MAX_SPECULATE} draft tokens a step"
+        )
+
+
+def _resolve(precision: str) -> str:
+    """``auto``: bf16 where the CPU computes it natively, else fp32; anything else as it is."""
+    if precision != "auto":
+        return precision
+    from coworkenv.machine import native_bf16
+
+    return "bf16" if native_bf16() else "fp32"
 
 
 @functools.cache

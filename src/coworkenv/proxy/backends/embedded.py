@@ -21,8 +21,9 @@ decoding requests' own KV is read in one call per layer, slots of ``slot_tokens`
 former only),
 ``sampler`` (``batched``, the default: one sampling pass per step, :func:`sample_batch`) and
 ``matmul`` (``fp32``, the default; ``bf16``; ``auto``: bf16 where the CPU computes it natively)
-and ``speculate`` (draft tokens per step by prompt lookup, verified by speculative sampling; 0 = off,
-the default) are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
+``speculate`` (draft tokens per step by prompt lookup, verified by speculative sampling; 0 = off,
+the default) and ``kv`` (``fp32``, the default; ``bf16``: KV cache and attention in bf16; ``auto``)
+are passed through. ``serial`` is the earlier engine, kept as the baseline and for other
 architectures: one request at a time under a lock, a full prefill every call, one generator
 advanced call after call. Either way generation runs off the event loop; ``set_weights`` waits
 until no response is in progress (new ones wait for it), so weights never change in the middle of
@@ -274,6 +275,7 @@ class EmbeddedBackend:
         matmul: str = "fp32",
         slot_tokens: int = 1024,
         speculate: int = 0,
+        kv: str = "fp32",
     ) -> None:
         import torch
 
@@ -309,6 +311,7 @@ class EmbeddedBackend:
                 matmul=matmul,
                 slot_tokens=slot_tokens,
                 speculate=speculate,
+                kv=kv,
             )
 
     @classmethod
