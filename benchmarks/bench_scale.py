@@ -147,6 +147,8 @@ class Level:
     kill_after_s: float | None = None
     kill_worker_after_s: float | None = None
     procs: int = 1
+    pin: bool = False  # in-process levels: each process on a core of its own (process i on CPU i)
+    cpu: int | None = None  # the CPU a pinned process runs on
 
     @property
     def backend(self) -> str:
@@ -352,6 +354,8 @@ def summarize(summary: RunSummary, level: Level, *, cpu_s: float | None, busy_s:
     row: dict[str, Any] = {
         "dialect": level.dialect,
         "mode": level.mode,
+        "pinned": level.pin,
+        "cpus": sorted(os.sched_getaffinity(0)),
         "workers": level.workers,
         "nodes": level.nodes,
         "rollouts": level.rollouts,
@@ -387,6 +391,8 @@ def run_fresh(lv: Level, warmup: Level | None, out: Path, resume: bool = False) 
     ``resume``: keep what ``out`` already holds (the runner skips rollouts recorded there)."""
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     raise_fd_limit()
+    if lv.pin and lv.mode != "ray":
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     if warmup is not None:
         run_inproc(warmup, out.with_name(out.name + "-warmup"))
     if not resume:
@@ -395,7 +401,10 @@ def run_fresh(lv: Level, warmup: Level | None, out: Path, resume: bool = False) 
 
 
 def _one_share(lv: Level, warmup: Level | None, out: Path, barrier: Any, results: Any) -> None:
-    """A process of ``--procs``: warm up, wait for the others, run its share of the level."""
+    """A process of ``--procs`` (on CPU ``lv.cpu`` alone when given): warm up, wait for the others,
+    run its share of the level."""
+    if lv.cpu is not None:
+        os.sched_setaffinity(0, {lv.cpu})
     os.environ.setdefault("COWORKENV_NO_PROGRESS", "1")
     raise_fd_limit()
     if warmup is not None:
@@ -414,9 +423,12 @@ def run_procs(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(lv.procs), ctx.Queue()
     share = dataclasses.replace(lv, rollouts=lv.rollouts // lv.procs, procs=1)
+    cpus = sorted(os.sched_getaffinity(0))
+    pick = [cpus[i % len(cpus)] if lv.pin else None for i in range(lv.procs)]
+    shares = [dataclasses.replace(share, cpu=cpu) for cpu in pick]
     procs = [
-        ctx.Process(target=_one_share, args=(share, warmup, out / f"p{i}", barrier, results))
-        for i in range(lv.procs)
+        ctx.Process(target=_one_share, args=(one, warmup, out / f"p{i}", barrier, results))
+        for i, one in enumerate(shares)
     ]
     for p in procs:
         p.start()
@@ -432,6 +444,7 @@ def run_procs(lv: Level, warmup: Level | None, out: Path) -> dict[str, Any]:
         "dialect": lv.dialect,
         "mode": "procs",
         "procs": lv.procs,
+        "pinned": lv.pin,
         "rollouts": lv.rollouts,
         "recorded": sum(r["recorded"] for r in rows),
         "graded": graded,
@@ -515,6 +528,9 @@ def parse_args() -> argparse.Namespace:
         "--kill-worker-after", type=float, default=None, help="seconds; SIGKILL one Ray worker mid-run"
     )
     ap.add_argument("--procs", type=int, default=1, help="in-process levels: split over this many processes")
+    ap.add_argument(
+        "--pin", action="store_true", help="in-process levels: a core per process (one process: CPU 0)"
+    )
     ap.add_argument("--resume", action="store_true", help="keep --work's records: the runner resumes there")
     ap.add_argument(
         "--sandbox-fs",
@@ -542,7 +558,7 @@ def main() -> None:
     def level(n: int, dialect: str) -> Level:
         common = {"rollouts": n, "dialect": dialect, "ttft_ms": args.ttft_ms, "tpot_ms": args.tpot_ms}
         if not args.ray:
-            return Level(**common, slots=args.slots, procs=args.procs)
+            return Level(**common, slots=args.slots, procs=args.procs, pin=args.pin)
         return Level(
             **common,
             slots=args.slots,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import time
 from pathlib import Path
 
@@ -177,12 +178,15 @@ def test_bench_scale_splits_a_level_over_processes(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "scale.json"
-    cmd = [sys.executable, "bench_scale.py", "--rollouts", "50", "--procs", "2", "--warmup", "0"]
+    cmd = [sys.executable, "bench_scale.py", "--rollouts", "50", "--procs", "2", "--warmup", "0", "--pin"]
     cmd += ["--ttft-ms", "5", "--out", str(out)]
     subprocess.run(cmd, cwd=root / "benchmarks", check=True, capture_output=True, timeout=300)
     (level,) = json.loads(out.read_text())["levels"]
     assert level["mode"] == "procs"
+    assert level["pinned"]
     assert len(level["per_process"]) == 2
+    first_two = sorted(os.sched_getaffinity(0))[:2]
+    assert sorted(row["cpus"] for row in level["per_process"]) == [[c] for c in first_two]  # a core each
     assert [row["rollouts"] for row in level["per_process"]] == [25, 25]
     assert level["graded"] == 50
     assert level["exactly_once"]
