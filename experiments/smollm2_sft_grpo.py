@@ -1581,7 +1581,7 @@ def build_summary(e: Exp, data: dict[str, Any]) -> dict[str, Any]:
     syn = data.get("synth") or {}
     post = data.get("posthoc_eval") or {}
     return {
-        **({"posthoc": posthoc_summary(e, post)} if post.get("policies") else {}),
+        **({"posthoc": posthoc_summary(e, post, _per_task_stats(data))} if post.get("policies") else {}),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "protocol": protocol(e, data),
@@ -1609,10 +1609,26 @@ def add_deltas(
                 stages[later].setdefault("delta_ci", {})[earlier] = d.model_dump()
 
 
-def posthoc_summary(e: Exp, post: dict[str, Any]) -> dict[str, Any]:
+def cap_table(sets: dict[str, dict[str, Any]], cap: int, posthoc: int) -> list[str]:
+    """Each policy's paired completion delta at ``posthoc`` calls over itself at the protocol's
+    ``cap`` (``cap_delta_ci``): what the cap held back."""
+    rows = [
+        f"| {name} | {stage} | {d['delta']:.1f} [{d['ci'][0]:.1f}, {d['ci'][1]:.1f}] | {d['tasks']} |"
+        for name, stages in sets.items()
+        for stage, h in stages.items()
+        if (d := h.get("cap_delta_ci")) and d.get("ci")
+    ]
+    if not rows:
+        return []
+    head = f"| set | policy | completion at {posthoc} calls − at {cap} (paired, 95% CI) | tasks |"
+    return [head, "|---|---|---|---|", *rows]
+
+
+def posthoc_summary(e: Exp, post: dict[str, Any], capped: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
     """``posthoc_eval``'s policies as a summary's ``sets`` (set → policy → headline, with the paired
-    deltas between policies at the same cap)."""
-    from coworkenv.eval.metrics import TaskStats
+    deltas between policies at the same cap, and ``cap_delta_ci``: each policy's paired delta over
+    itself in the protocol's evaluation, ``capped`` — what the protocol's cap held back)."""
+    from coworkenv.eval.metrics import TaskStats, paired_delta
 
     sets: dict[str, dict[str, Any]] = {}
     per_task: dict[str, dict[str, list[Any]]] = {}
@@ -1620,6 +1636,9 @@ def posthoc_summary(e: Exp, post: dict[str, Any]) -> dict[str, Any]:
         for name, ev in got["sets"].items():
             sets.setdefault(name, {})[stage] = {k: ev["headline"].get(k) for k in HEADLINE_KEYS}
             per_task.setdefault(name, {})[stage] = [TaskStats.model_validate(t) for t in ev["tasks"]]
+            if stage in capped.get(name, {}):
+                d = paired_delta(capped[name][stage], per_task[name][stage], seed=e.a.seed)
+                sets[name][stage]["cap_delta_ci"] = d.model_dump()
     add_deltas(sets, per_task, seed=e.a.seed)
     return {
         "max_turns": post["max_turns"],
@@ -1918,6 +1937,8 @@ def render_report(e: Exp, data: dict[str, Any], table: str, summary: dict[str, A
             results_table(summary, post["sets"]),
             "",
             deltas_table(post["sets"]),
+            "",
+            *cap_table(post["sets"], a.max_turns, post["max_turns"]),
         ]
     out += [
         "",

@@ -310,6 +310,9 @@ def test_the_report_reads_committed_stages_on_a_machine_without_their_artifacts(
     assert "| 25.0 | 5.0 |" in rows["base"]
     assert "| - | - |" in rows["sft"]
     assert "| A | sft − base | 30.0 [30.0, 30.0] | 20 | yes |" in post
+    # each policy against itself under the protocol's cap (paired): what the cap held back
+    assert "| A | base | -40.0 [" in post
+    assert "| A | sft | -20.0 [" in post
     assert "posthoc_eval" not in e.a.stages  # outside the protocol: only when asked for
 
 
