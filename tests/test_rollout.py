@@ -213,6 +213,40 @@ def test_a_failed_call_the_harness_retried_past_is_graded_one_it_ended_on_is_inf
     assert label[0] == "upstream_error"
 
 
+class _ContextBackend(_SequenceBackend):
+    """Answers, then refuses a call as the embedded engine does when the prompt outgrows the
+    model's context (the proxy answers 400 ``context_length``)."""
+
+    def __init__(self, turns: list[AssistantTurn], *, overflow_on: int) -> None:
+        super().__init__(turns)
+        self.overflow_on = overflow_on
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        if self.n == self.overflow_on:
+            self.n += 1
+            raise BackendError("context_length", "the prompt is 8455 tokens and the model's context is 8192")
+        return await super().complete(request)
+
+
+def test_a_conversation_that_outgrows_the_context_is_graded_a_first_prompt_too_long_is_infra(
+    tmp_path: Path,
+) -> None:
+    """A policy cannot make a rollout unscored by running its conversation past the model's context:
+    after a call it answered, the proxy's 400 ``context_length`` ends the rollout, which is graded
+    (``ended_on``); a prompt too long on the first call is the setup's, labelled infra."""
+    turns = [_call("kb_search", {"query": "ssl"})]  # one answered call, then the overflow
+    grown = lambda _s: _ContextBackend(turns, overflow_on=1)  # noqa: E731
+    (rec,) = run_rollouts([_spec(M1003)], ["loop"], 1, grown, tmp_path / "grown", 1).records
+    assert rec.status == "ok"
+    assert rec.meta["ended_on"] == "context_length"
+    assert rec.grade is not None
+    assert rec.rewards is not None  # graded as it stood
+    at_once = lambda _s: _ContextBackend(turns, overflow_on=0)  # noqa: E731
+    (first,) = run_rollouts([_spec(M1003)], ["loop"], 1, at_once, tmp_path / "first", 1).records
+    assert first.status == "infra_failure"
+    assert first.grade is None
+
+
 def test_a_harness_that_exits_on_a_truncated_reply_is_graded_other_crashes_are_infra() -> None:
     from coworkenv.proxy.capture import CapturedCall
     from coworkenv.rollout.execute import _label

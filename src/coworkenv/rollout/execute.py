@@ -7,7 +7,10 @@ Contract of :func:`execute_rollout` (the failure labelling of :mod:`coworkenv.ro
 * the harness raises :class:`HarnessInfraError` (HTTP error, ...) or crashes (exception, non-zero
   exit) → ``infra_failure`` with that kind; a captured call with ``error`` set (the backend failed)
   → ``upstream_error``; but a non-zero exit right after a reply cut at max tokens is the policy's
-  (graded, ``meta["ended_on"] = "truncated_output"``);
+  (graded, ``meta["ended_on"] = "truncated_output"``), and so is a rollout whose conversation
+  outgrew the model's context after the policy answered at least once (the proxy's 400
+  ``context_length``: graded, ``meta["ended_on"] = "context_length"``; on the first call it is the
+  setup's: infra);
 * the rollout's clock (``RunContext.timeout_clock``: wall time, or ``work`` — wall time less the
   time it waited on the model, :mod:`coworkenv.rollout.clock`) runs out before any model call →
   ``timeout_before_call``; after ≥ 1 call the timeout is the policy's: graded, ``timed_out=True``;
@@ -187,7 +190,7 @@ async def execute_rollout(rc: RunContext, job: RolloutJob, harness: Harness) -> 
         result.meta.update(
             clock=clock.mode, model_s=round(rc.proxy.model_seconds(rid), 3), work_s=round(clock.used(), 3)
         )
-        failure = failure or _label(result, calls, n_calls, ctx.jail.events if ctx.jail else ())
+        failure = _final_label(result, calls, n_calls, failure, ctx.jail.events if ctx.jail else ())
         return await _finish(base, rc, harness, trial, ctx, result, calls, failure, time.monotonic() - t0)
     finally:
         await _release(rc, rid if opened else None, trial, box, ctx.jail if ctx is not None else None)
@@ -273,6 +276,23 @@ def _read_captured(rc: RunContext, rid: str, result: HarnessResult) -> list[Capt
     return calls
 
 
+def _final_label(
+    result: HarnessResult,
+    calls: Sequence[CapturedCall],
+    n_calls: int,
+    failure: tuple[FailureKind, str] | None,
+    limits_hit: Sequence[Mapping[str, Any]],
+) -> tuple[FailureKind, str] | None:
+    """The rollout's failure label, ``None`` when it is graded. A conversation that outgrew the
+    model's context (the proxy refused the call, 400 ``context_length``, and the harness gave up,
+    whatever it raised) is the policy's outcome, graded like a timeout: a failure label would let a
+    policy make a rollout unscored by talking, or fetching, until the context overflows."""
+    if _outgrew_context(calls):
+        result.meta["ended_on"] = "context_length"
+        return None
+    return failure or _label(result, calls, n_calls, limits_hit)
+
+
 def _label(
     result: HarnessResult,
     calls: Sequence[CapturedCall],
@@ -308,6 +328,16 @@ def _label(
     if n_calls == 0:
         return ("http_error", "the harness ended without any model call reaching the proxy")
     return None
+
+
+def _outgrew_context(calls: Sequence[CapturedCall]) -> bool:
+    """The rollout ended on a call refused for the model's context after at least one call the
+    policy answered (a prompt too long from the start is the setup's, not the policy's)."""
+    if not calls:
+        return False
+    last = _last(calls)
+    answered = any(not c.error for c in calls if c.seq < last.seq)
+    return (last.error or "").startswith("context_length") and answered
 
 
 def _last(calls: Sequence[CapturedCall]) -> CapturedCall:
