@@ -784,14 +784,14 @@ class BatchEngine:
         w, b = self._copies(module, module)
         return self._mm(x, w, b).float()
 
-    def _copies(self, owner: Any, *modules: Any) -> tuple[Any, Any]:
+    def _copies(self, owner: Any, *modules: Any, dtype: Any = None) -> tuple[Any, Any]:
         """Copies of ``modules``' weights (and biases) in :meth:`_copy_dtype`, stacked along the
         output dimension, so linears reading the same input run as one matmul; packed in oneDNN's
         blocked layout where oneDNN runs that dtype; cached under ``owner`` until a swap."""
         got = self._w16.get(id(owner))
         if got is None:
             torch = self._torch
-            dtype = self._copy_dtype()
+            dtype = dtype or self._copy_dtype()
             weight = torch.cat([m.weight.detach() for m in modules]).to(dtype)
             bias = None
             if any(m.bias is not None for m in modules):
@@ -811,12 +811,8 @@ class BatchEngine:
         head = self.model.lm_head
         if type(head) is not self._torch.nn.Linear or not _packs_fp32():
             return head(x)
-        got = self._w16.get(id(head))
-        if got is None:
-            weight = self._torch.ops.mkldnn._reorder_linear_weight(head.weight.detach())
-            bias = None if head.bias is None else head.bias.detach()
-            got = self._w16[id(head)] = (weight, bias)
-        return self._torch.ops.mkldnn._linear_pointwise(x.contiguous(), got[0], got[1], "none", [], "")
+        w, b = self._copies(head, head, dtype=self._torch.float32)
+        return self._mm(x, w, b)
 
     def _mm(self, x: Any, weight: Any, bias: Any) -> Any:
         """``x @ weight.T + bias`` on a copy from :meth:`_copies`, in the copy's dtype. A packed copy
